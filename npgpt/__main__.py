@@ -1,0 +1,7 @@
+"""`python -m npgpt` is the `npgpt` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

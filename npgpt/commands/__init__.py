@@ -1,0 +1,1 @@
+"""The `npgpt` subcommands, one module each (see npgpt/cli.py)."""

@@ -1,0 +1,51 @@
+"""Linear: out = x @ weight.T + bias, over any leading shape.
+
+Math: docs/linear.md (equations 1-4). Initialization as PyTorch's nn.Linear:
+weight and bias uniform in [-1/sqrt(in_features), 1/sqrt(in_features)].
+"""
+
+import math
+
+import numpy as np
+
+from .._checks import cache_of, float_input, grad_output
+from ..module import Module, Parameter
+
+
+class Linear(Module):
+    """Linear(in_features, out_features, bias=True, rng=None): `weight` (out, in), `bias` (out,)."""
+
+    def __init__(self, in_features, out_features, bias=True, rng=None):
+        super().__init__()
+        rng = np.random.default_rng(rng)
+        self.in_features, self.out_features = in_features, out_features
+        bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
+        self.weight = Parameter(rng.uniform(-bound, bound, (out_features, in_features)))
+        self.bias = Parameter(rng.uniform(-bound, bound, out_features)) if bias else None
+        self.cache = None
+
+    def forward(self, x):
+        """x: (..., in) -> out: (..., out)."""
+        x = float_input("Linear.forward", "x", x, self.dtype, last_dim=self.in_features)
+        out = x @ self.weight.data.T  # (..., out)   eq. 1
+        if self.bias is not None:
+            out += self.bias.data
+        # kept for backward: the input
+        self.cache = x
+        return out
+
+    def backward(self, dout):
+        """dout: (..., out) -> dx: (..., in); adds into weight.grad and bias.grad."""
+        x = cache_of(self, self.cache)
+        dout = grad_output(self, dout, x.shape[:-1] + (self.out_features,), x.dtype)
+        # forward: out = x @ weight.T + bias
+        dout2 = dout.reshape(-1, self.out_features)  # (N, out), N = all leading positions
+        x2 = x.reshape(-1, self.in_features)  # (N, in)
+        self.weight.grad += dout2.T @ x2  # (out, in)   eq. 2: summed over batch and time
+        if self.bias is not None:
+            self.bias.grad += dout2.sum(0)  # (out,)   eq. 3
+        dx = dout @ self.weight.data  # (..., in)   eq. 4
+        return dx
+
+    def __repr__(self):
+        return f"Linear({self.in_features}, {self.out_features}, bias={self.bias is not None})"

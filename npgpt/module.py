@@ -1,0 +1,187 @@
+"""Parameter, Module and Sequential: the forward/backward protocol of ../shared/API.md.
+
+`Parameter` is micrograd's `Value` for arrays: `.data` and `.grad`, and every backward adds
+into `.grad` (`+=`), so shared weights and gradient accumulation just work.
+`Module` registers the Parameters, Modules and buffers assigned to it, in assignment order,
+as PyTorch does, so `state_dict()` keys read like the book's (`trf_blocks.0.att.W_query.weight`).
+"""
+
+from collections import OrderedDict
+
+import numpy as np
+
+FLOAT_DTYPES = (np.float32, np.float64)
+
+
+class Parameter:
+    """A trainable array: `.data` and `.grad` (same shape and dtype, zeros until a backward)."""
+
+    def __init__(self, data):
+        data = np.asarray(data)
+        if data.dtype not in FLOAT_DTYPES:
+            data = data.astype(np.float64)
+        self.data = data
+        self.grad = np.zeros_like(data)
+
+    def __repr__(self):
+        return f"Parameter(shape={self.data.shape}, dtype={self.data.dtype})"
+
+
+class Module:
+    """Base class: subclasses call `super().__init__()` first, then assign their parts."""
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise RuntimeError(
+                f"{type(self).__name__}: call super().__init__() before assigning attributes"
+            )
+        for registry in (self._parameters, self._modules, self._buffers):
+            registry.pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        object.__setattr__(self, name, value)
+
+    def register_buffer(self, name, array):
+        """Keep `array` in `state_dict()` (not a parameter: no gradient), like PyTorch's."""
+        object.__setattr__(self, name, array)
+        self._buffers[name] = array
+
+    # ---- the protocol -------------------------------------------------------------------
+    def forward(self, *inputs):
+        raise NotImplementedError(f"{type(self).__name__}.forward is not implemented")
+
+    def backward(self, dout):
+        raise NotImplementedError(f"{type(self).__name__}.backward is not implemented")
+
+    def __call__(self, *inputs, **kwargs):
+        return self.forward(*inputs, **kwargs)
+
+    # ---- traversal ----------------------------------------------------------------------
+    def named_modules(self, prefix=""):
+        yield prefix, self
+        for name, child in self._modules.items():
+            yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def children(self):
+        return iter(self._modules.values())
+
+    def named_parameters(self, prefix=""):
+        for mod_name, mod in self.named_modules(prefix):
+            for name, p in mod._parameters.items():
+                yield (f"{mod_name}.{name}" if mod_name else name), p
+
+    def parameters(self):
+        return [p for _, p in self.named_parameters()]
+
+    def named_buffers(self, prefix=""):
+        for mod_name, mod in self.named_modules(prefix):
+            for name in mod._buffers:
+                yield (f"{mod_name}.{name}" if mod_name else name), mod, name
+
+    def zero_grad(self):
+        for p in self.parameters():
+            p.grad[...] = 0
+
+    def train(self, mode=True):
+        for _, mod in self.named_modules():
+            object.__setattr__(mod, "training", bool(mode))
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    @property
+    def dtype(self):
+        """The dtype computation runs in: that of the parameters (float64 when there are none)."""
+        for p in self.parameters():
+            return p.data.dtype
+        return np.dtype(np.float64)
+
+    def astype(self, dtype):
+        """Cast parameters and gradients in place (buffers keep their dtype); return self."""
+        dtype = np.dtype(dtype)
+        if dtype not in FLOAT_DTYPES:
+            raise TypeError(f"{type(self).__name__}.astype: dtype must be float32 or float64, got {dtype}")
+        for p in self.parameters():
+            p.data = p.data.astype(dtype)
+            p.grad = p.grad.astype(dtype)
+        return self
+
+    # ---- state dicts ----------------------------------------------------------------------
+    def state_dict(self):
+        """Name -> copy of each parameter's data and each buffer, in registration order."""
+        sd = OrderedDict((name, p.data.copy()) for name, p in self.named_parameters())
+        for name, mod, attr in self.named_buffers():
+            sd[name] = np.array(getattr(mod, attr), copy=True)
+        return sd
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy arrays into parameters and buffers; clear errors for missing/unexpected/mis-shaped keys."""
+        own = dict(self.named_parameters())
+        buffers = {name: (mod, attr) for name, mod, attr in self.named_buffers()}
+        missing = [k for k in list(own) + list(buffers) if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own and k not in buffers]
+        wrong = []
+        for k, v in state_dict.items():
+            target = own[k].data if k in own else getattr(*buffers[k]) if k in buffers else None
+            if target is not None and np.shape(v) != target.shape:
+                wrong.append(f"{k} has shape {np.shape(v)}, expected {target.shape}")
+        problems = []
+        if strict and missing:
+            problems.append("missing keys: " + ", ".join(missing))
+        if strict and unexpected:
+            problems.append("unexpected keys: " + ", ".join(unexpected))
+        if wrong:
+            problems.append("mis-shaped keys: " + "; ".join(wrong))
+        if problems:
+            raise RuntimeError(f"{type(self).__name__}.load_state_dict: " + "; ".join(problems))
+        for k, v in state_dict.items():
+            if k in own:
+                p = own[k]
+                p.data = np.array(v, dtype=p.data.dtype, copy=True)
+            elif k in buffers:
+                mod, attr = buffers[k]
+                mod.register_buffer(attr, np.array(v, dtype=getattr(mod, attr).dtype, copy=True))
+        return self
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__}("]
+        for name, child in self._modules.items():
+            lines += ["  " + line for line in f"({name}): {child!r}".splitlines()]
+        return "\n".join(lines) + ")" if len(lines) > 1 else f"{type(self).__name__}()"
+
+
+class Sequential(Module):
+    """Modules applied in order; children named "0", "1", ...; backward runs them in reverse."""
+
+    def __init__(self, *modules):
+        super().__init__()
+        for i, m in enumerate(modules):
+            setattr(self, str(i), m)
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m.forward(x)
+        return x
+
+    def backward(self, dout):
+        for m in reversed(self._modules.values()):
+            dout = m.backward(dout)
+        return dout

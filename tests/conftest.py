@@ -1,0 +1,19 @@
+"""Hypothesis profiles: `ci` (derandomized, no deadline; used by .ci/run) and `thorough`.
+
+Choose one with HYPOTHESIS_PROFILE=ci|thorough|dev (default: dev).
+"""
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci", derandomize=True, deadline=None, max_examples=25, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile("dev", deadline=None, max_examples=40)
+settings.register_profile(
+    "thorough", deadline=None, max_examples=500,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))

@@ -1,0 +1,65 @@
+"""Hypothesis strategies shared by every test: dtypes, shapes, arrays, configurations.
+
+Arrays draw every element (`fill=st.nothing()`): hypothesis' default fill repeats one value
+across most of a large array, which would make constant rows (a LayerNorm edge case that gets
+its own tests) the common case. float32 elements are drawn with `width=32`, so they are exactly
+representable, and bounded, so sums cannot overflow.
+"""
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+DTYPES = (np.float32, np.float64)
+
+
+def dtypes():
+    return st.sampled_from(DTYPES)
+
+
+def shapes(min_dims=1, max_dims=3, min_side=1, max_side=6, last=None):
+    """Array shapes; `last` fixes the trailing dimension (the feature axis)."""
+    if last is None:
+        return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side)
+    lead = hnp.array_shapes(min_dims=max(min_dims - 1, 0), max_dims=max_dims - 1, min_side=min_side,
+                            max_side=max_side)
+    return lead.map(lambda s: tuple(s) + (last,))
+
+
+def elements(dtype, bound=10.0):
+    width = 32 if np.dtype(dtype) == np.float32 else 64
+    return st.floats(-bound, bound, width=width, allow_nan=False, allow_infinity=False)
+
+
+def arrays(dtype, shape, bound=10.0):
+    """Finite float arrays of `dtype` and `shape` with every element drawn in [-bound, bound]."""
+    return hnp.arrays(dtype, shape, elements=elements(dtype, bound), fill=st.nothing())
+
+
+@st.composite
+def spread_rows(draw, dtype, shape, bound=10.0, min_spread=1e-2):
+    """Like `arrays`, but no row (last axis) is nearly constant: its spread is >= min_spread."""
+    x = draw(arrays(dtype, shape, bound))
+    rows = x.reshape(-1, shape[-1])
+    ramp = np.linspace(-min_spread, min_spread, shape[-1], dtype=dtype)
+    flat = np.where((rows.max(-1) - rows.min(-1) < min_spread)[:, None], rows + ramp, rows)
+    return flat.reshape(shape).astype(dtype)
+
+
+@st.composite
+def gpt_configs(draw, max_layers=3, max_context=8):
+    """Small GPTModel configurations: heads divide emb_dim, 1..max_layers layers."""
+    n_heads = draw(st.integers(1, 3))
+    head_dim = draw(st.integers(1, 4))
+    return {
+        "vocab_size": draw(st.integers(2, 17)),
+        "context_length": draw(st.integers(1, max_context)),
+        "emb_dim": n_heads * head_dim,
+        "n_heads": n_heads,
+        "n_layers": draw(st.integers(1, max_layers)),
+        "drop_rate": draw(st.sampled_from([0.0, 0.1])),
+        "qkv_bias": draw(st.booleans()),
+    }
+
+
+seeds = st.integers(0, 2**32 - 1)
