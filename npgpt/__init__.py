@@ -5,7 +5,14 @@ The public contract (names, arguments, the forward/backward protocol) is API.md;
 
 from .gradcheck import GradcheckReport, gradcheck, numerical_gradient
 from .layers import (
-    GELU, Dropout, Embedding, FeedForward, LayerNorm, Linear, MultiHeadAttention, TransformerBlock,
+    GELU,
+    Dropout,
+    Embedding,
+    FeedForward,
+    LayerNorm,
+    Linear,
+    MultiHeadAttention,
+    TransformerBlock,
 )
 from .loss import CrossEntropyLoss
 from .model import GPT_CONFIG_124M, GPTModel
@@ -14,7 +21,21 @@ from .module import Module, Parameter, Sequential
 __version__ = "0.1.0"
 
 __all__ = [
-    "GELU", "GPT_CONFIG_124M", "CrossEntropyLoss", "Dropout", "Embedding", "FeedForward",
-    "GPTModel", "GradcheckReport", "LayerNorm", "Linear", "Module", "MultiHeadAttention",
-    "Parameter", "Sequential", "TransformerBlock", "gradcheck", "numerical_gradient",
+    "GELU",
+    "GPT_CONFIG_124M",
+    "CrossEntropyLoss",
+    "Dropout",
+    "Embedding",
+    "FeedForward",
+    "GPTModel",
+    "GradcheckReport",
+    "LayerNorm",
+    "Linear",
+    "Module",
+    "MultiHeadAttention",
+    "Parameter",
+    "Sequential",
+    "TransformerBlock",
+    "gradcheck",
+    "numerical_gradient",
 ]

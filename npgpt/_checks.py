@@ -25,13 +25,9 @@ def float_input(where, name, x, dtype, ndim_min=1, last_dim=None):
             f"with shape {x.shape}"
         )
     if x.ndim < ndim_min:
-        raise ValueError(
-            f"{where}: {name} must have at least {ndim_min} dimension(s), got shape {x.shape}"
-        )
+        raise ValueError(f"{where}: {name} must have at least {ndim_min} dimension(s), got shape {x.shape}")
     if last_dim is not None and x.shape[-1] != last_dim:
-        raise ValueError(
-            f"{where}: {name} has shape {x.shape}, but its last dimension must be {last_dim}"
-        )
+        raise ValueError(f"{where}: {name} has shape {x.shape}, but its last dimension must be {last_dim}")
     if dtype is not None and x.dtype != dtype:
         x = x.astype(dtype)
     return x
@@ -49,9 +45,7 @@ def index_input(where, name, idx, high, ndim=None):
         raise ValueError(f"{where}: {name} must have {ndim} dimensions, got shape {idx.shape}")
     if idx.size and (idx.min() < 0 or idx.max() >= high):
         bad = idx[(idx < 0) | (idx >= high)].flat[0]
-        raise IndexError(
-            f"{where}: {name} holds id {int(bad)} outside [0, {high}) (shape {idx.shape})"
-        )
+        raise IndexError(f"{where}: {name} holds id {int(bad)} outside [0, {high}) (shape {idx.shape})")
     return idx.astype(np.int64, copy=False)
 
 

@@ -11,6 +11,8 @@ import sys
 # subcommand name -> module that implements it (imported only when that subcommand runs)
 COMMANDS = {
     "check": "npgpt.commands.check",
+    "train": "npgpt.commands.train",
+    "bench": "npgpt.commands.bench",
 }
 
 

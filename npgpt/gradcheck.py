@@ -27,8 +27,10 @@ def numerical_gradient(f, x, dout=None, eps=1e-6, indices=None):
     the others are left at 0.
     """
     if not (isinstance(x, np.ndarray) and x.dtype == np.float64):
-        raise TypeError(f"numerical_gradient: x must be a float64 ndarray, got {type(x).__name__} "
-                        f"{getattr(x, 'dtype', '')}")
+        raise TypeError(
+            f"numerical_gradient: x must be a float64 ndarray, got {type(x).__name__} "
+            f"{getattr(x, 'dtype', '')}"
+        )
     dout = 1.0 if dout is None else dout
     grad = np.zeros_like(x)
     flat, gflat = x.reshape(-1), grad.reshape(-1)
@@ -106,14 +108,29 @@ def _compare(name, numeric, analytic, atol, rtol, mode, index_of):
     excess = err - (atol + rtol * size)
     w = int(np.argmax(excess)) if excess.size else 0
     return GradcheckRow(
-        name=name, shape=tuple(np.shape(analytic)) if mode == "full" else (len(err),),
-        max_abs=float(err.max(initial=0.0)), max_rel=float(rel.max(initial=0.0)),
-        worst_index=index_of(w), passed=bool(np.all(excess <= 0)), checked=int(err.size), mode=mode,
+        name=name,
+        shape=tuple(np.shape(analytic)) if mode == "full" else (len(err),),
+        max_abs=float(err.max(initial=0.0)),
+        max_rel=float(rel.max(initial=0.0)),
+        worst_index=index_of(w),
+        passed=bool(np.all(excess <= 0)),
+        checked=int(err.size),
+        mode=mode,
     )
 
 
-def gradcheck(module, *inputs, dout=None, eps=1e-6, atol=1e-6, rtol=1e-5, mode="full",
-              directions=8, max_coords=None, seed=0):
+def gradcheck(
+    module,
+    *inputs,
+    dout=None,
+    eps=1e-6,
+    atol=1e-6,
+    rtol=1e-5,
+    mode="full",
+    directions=8,
+    max_coords=None,
+    seed=0,
+):
     """Check `module.backward` against finite differences of `module.forward(*inputs)`.
 
     mode="full" compares every coordinate (or `max_coords` sampled ones per tensor);
@@ -143,14 +160,20 @@ def gradcheck(module, *inputs, dout=None, eps=1e-6, atol=1e-6, rtol=1e-5, mode="
             g.bit_generator.state = s
         return m.forward(*ins)
 
-    report = GradcheckReport(type(module).__name__,
-                             settings=f"float64, {mode}, eps {eps:g}, atol {atol:g}, rtol {rtol:g}")
+    report = GradcheckReport(
+        type(module).__name__, settings=f"float64, {mode}, eps {eps:g}, atol {atol:g}, rtol {rtol:g}"
+    )
     before = [a.copy() for a in ins]
     m.zero_grad()
     out = run_forward()
     changed = [names[i] for i in range(len(ins)) if not np.array_equal(before[i], ins[i])]
-    report.checks.append(("forward leaves its inputs unchanged", not changed,
-                          f"modified in place: {', '.join(changed)}" if changed else ""))
+    report.checks.append(
+        (
+            "forward leaves its inputs unchanged",
+            not changed,
+            f"modified in place: {', '.join(changed)}" if changed else "",
+        )
+    )
     if dout is None:
         dout = rng.standard_normal(np.shape(out))
     dout = np.array(dout, dtype=np.float64) if np.ndim(dout) else float(dout)
@@ -174,9 +197,18 @@ def gradcheck(module, *inputs, dout=None, eps=1e-6, atol=1e-6, rtol=1e-5, mode="
     loss = lambda _x: run_forward()  # noqa: E731  (the perturbed array is read through m / ins)
     for name, x, g in targets:
         if g is None or np.shape(g) != x.shape:
-            report.rows.append(GradcheckRow(name, x.shape, np.inf, np.inf,
-                                            f"backward gave {None if g is None else np.shape(g)}",
-                                            False, 0, mode))
+            report.rows.append(
+                GradcheckRow(
+                    name,
+                    x.shape,
+                    np.inf,
+                    np.inf,
+                    f"backward gave {None if g is None else np.shape(g)}",
+                    False,
+                    0,
+                    mode,
+                )
+            )
             continue
         if mode == "full":
             idx = None
@@ -184,8 +216,15 @@ def gradcheck(module, *inputs, dout=None, eps=1e-6, atol=1e-6, rtol=1e-5, mode="
                 idx = np.sort(rng.choice(x.size, size=max_coords, replace=False))
             num = numerical_gradient(loss, x, dout, eps=eps, indices=idx)
             sel = np.arange(x.size) if idx is None else idx
-            row = _compare(name, num.reshape(-1)[sel], np.asarray(g).reshape(-1)[sel], atol, rtol, mode,
-                           lambda w, sel=sel, shape=x.shape: tuple(int(i) for i in np.unravel_index(sel[w], shape)))
+            row = _compare(
+                name,
+                num.reshape(-1)[sel],
+                np.asarray(g).reshape(-1)[sel],
+                atol,
+                rtol,
+                mode,
+                lambda w, sel=sel, shape=x.shape: tuple(int(i) for i in np.unravel_index(sel[w], shape)),
+            )
             row.shape = x.shape
         else:
             us = rng.standard_normal((directions,) + x.shape)

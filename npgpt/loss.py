@@ -36,7 +36,9 @@ class CrossEntropyLoss(Module):
         y = index_input(where, "targets", np.where(keep, y, 0) if y.dtype.kind in "iu" else y, V)
         n = int(keep.sum())
         if n == 0:
-            raise ValueError(f"{where}: every target is ignore_index ({self.ignore_index}); the mean is undefined")
+            raise ValueError(
+                f"{where}: every target is ignore_index ({self.ignore_index}); the mean is undefined"
+            )
         zmax = z.max(-1, keepdims=True)  # (N, 1)
         shifted = z - zmax  # (N, V), the max subtracted so exp cannot overflow
         logsumexp = np.log(np.exp(shifted).sum(-1, keepdims=True))  # (N, 1)

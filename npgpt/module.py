@@ -38,9 +38,7 @@ class Module:
 
     def __setattr__(self, name, value):
         if "_parameters" not in self.__dict__:
-            raise RuntimeError(
-                f"{type(self).__name__}: call super().__init__() before assigning attributes"
-            )
+            raise RuntimeError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
         for registry in (self._parameters, self._modules, self._buffers):
             registry.pop(name, None)
         if isinstance(value, Parameter):
@@ -73,9 +71,15 @@ class Module:
     def children(self):
         return iter(self._modules.values())
 
-    def named_parameters(self, prefix=""):
+    def named_parameters(self, prefix="", remove_duplicate=True):
+        """(name, Parameter) pairs; a Parameter shared by two modules (a tied output head)
+        is listed once unless remove_duplicate=False, as in PyTorch."""
+        seen = set()
         for mod_name, mod in self.named_modules(prefix):
             for name, p in mod._parameters.items():
+                if remove_duplicate and id(p) in seen:
+                    continue
+                seen.add(id(p))
                 yield (f"{mod_name}.{name}" if mod_name else name), p
 
     def parameters(self):
@@ -118,14 +122,18 @@ class Module:
     # ---- state dicts ----------------------------------------------------------------------
     def state_dict(self):
         """Name -> copy of each parameter's data and each buffer, in registration order."""
-        sd = OrderedDict((name, p.data.copy()) for name, p in self.named_parameters())
-        for name, mod, attr in self.named_buffers():
-            sd[name] = np.array(getattr(mod, attr), copy=True)
+        sd = OrderedDict()
+        for mod_name, mod in self.named_modules():  # PyTorch's order: own tensors, then children's
+            pre = f"{mod_name}." if mod_name else ""
+            for name, p in mod._parameters.items():
+                sd[pre + name] = p.data.copy()
+            for name in mod._buffers:
+                sd[pre + name] = np.array(getattr(mod, name), copy=True)
         return sd
 
     def load_state_dict(self, state_dict, strict=True):
         """Copy arrays into parameters and buffers; clear errors for missing/unexpected/mis-shaped keys."""
-        own = dict(self.named_parameters())
+        own = dict(self.named_parameters(remove_duplicate=False))
         buffers = {name: (mod, attr) for name, mod, attr in self.named_buffers()}
         missing = [k for k in list(own) + list(buffers) if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own and k not in buffers]

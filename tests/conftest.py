@@ -8,12 +8,18 @@ import os
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
-    "ci", derandomize=True, deadline=None, max_examples=25, print_blob=True,
+    "ci",
+    derandomize=True,
+    deadline=None,
+    max_examples=25,
+    print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.register_profile("dev", deadline=None, max_examples=40)
 settings.register_profile(
-    "thorough", deadline=None, max_examples=500,
+    "thorough",
+    deadline=None,
+    max_examples=500,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))

@@ -21,8 +21,9 @@ def shapes(min_dims=1, max_dims=3, min_side=1, max_side=6, last=None):
     """Array shapes; `last` fixes the trailing dimension (the feature axis)."""
     if last is None:
         return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side)
-    lead = hnp.array_shapes(min_dims=max(min_dims - 1, 0), max_dims=max_dims - 1, min_side=min_side,
-                            max_side=max_side)
+    lead = hnp.array_shapes(
+        min_dims=max(min_dims - 1, 0), max_dims=max_dims - 1, min_side=min_side, max_side=max_side
+    )
     return lead.map(lambda s: tuple(s) + (last,))
 
 
@@ -63,3 +64,44 @@ def gpt_configs(draw, max_layers=3, max_context=8):
 
 
 seeds = st.integers(0, 2**32 - 1)
+
+
+# ---- added for the property-based suite (tests/properties) ---------------------------------
+
+
+def unit_roundoff(dtype):
+    """u = eps / 2: one rounding changes a value v by at most u * |v|."""
+    return float(np.finfo(dtype).eps) / 2.0
+
+
+def token_ids(V, shape):
+    """Integer token ids in [0, V) of `shape`."""
+    return hnp.arrays(np.int64, shape, elements=st.integers(0, V - 1), fill=st.nothing())
+
+
+@st.composite
+def attention_setups(draw, max_heads=3, max_head_dim=4, max_context=7, max_batch=2):
+    """MultiHeadAttention arguments plus an input shape (B, T, d_in) with T <= context_length."""
+    num_heads = draw(st.integers(1, max_heads))
+    d_out = num_heads * draw(st.integers(1, max_head_dim))
+    context = draw(st.integers(1, max_context))
+    return {
+        "d_in": draw(st.integers(1, 6)), "d_out": d_out, "context_length": context,
+        "num_heads": num_heads, "qkv_bias": draw(st.booleans()),
+        "dropout": draw(st.sampled_from([0.0, 0.2])),
+        "B": draw(st.integers(1, max_batch)), "T": draw(st.integers(1, context)),
+    }
+
+
+@st.composite
+def logits_and_targets(draw, dtype, max_V=9, ignore_index=-100, bound=10.0):
+    """(logits, targets): logits (N, V) or (B, T, V) drawn; targets in [0, V), some set to
+    `ignore_index`, at least one not."""
+    V = draw(st.integers(1, max_V))
+    lead = draw(st.sampled_from([1, 2]))
+    lead_shape = draw(hnp.array_shapes(min_dims=lead, max_dims=lead, min_side=1, max_side=5))
+    logits = draw(arrays(dtype, tuple(lead_shape) + (V,), bound))
+    targets = draw(token_ids(V, tuple(lead_shape)))
+    ignored = draw(hnp.arrays(np.bool_, tuple(lead_shape), elements=st.booleans(), fill=st.nothing()))
+    ignored.flat[draw(st.integers(0, ignored.size - 1))] = False
+    return logits, np.where(ignored, ignore_index, targets)

@@ -14,13 +14,28 @@ HELP = "check every hand-written backward against finite differences (float64)"
 def cases(seed):
     """(label, module, inputs, gradcheck options) for every component, at small sizes."""
     from .. import (
-        GELU, CrossEntropyLoss, Dropout, Embedding, FeedForward, GPTModel, LayerNorm, Linear,
-        MultiHeadAttention, TransformerBlock,
+        GELU,
+        CrossEntropyLoss,
+        Dropout,
+        Embedding,
+        FeedForward,
+        GPTModel,
+        LayerNorm,
+        Linear,
+        MultiHeadAttention,
+        TransformerBlock,
     )
 
     rng = np.random.default_rng(seed)
-    cfg = {"vocab_size": 11, "context_length": 6, "emb_dim": 8, "n_heads": 2, "n_layers": 2,
-           "drop_rate": 0.1, "qkv_bias": True}
+    cfg = {
+        "vocab_size": 11,
+        "context_length": 6,
+        "emb_dim": 8,
+        "n_heads": 2,
+        "n_layers": 2,
+        "drop_rate": 0.1,
+        "qkv_bias": True,
+    }
     x = rng.standard_normal((2, 4, 8))  # (B, T, C)
     yield "LayerNorm", LayerNorm(8), (x,), {}
     yield "LayerNorm(unbiased)", LayerNorm(8, eps=1e-6, unbiased=True), (x,), {}
@@ -58,11 +73,15 @@ def run(args):
     for label, module, inputs, opts in cases(args.seed):
         if only and label.lower() not in only and label.split("(")[0].lower() not in only:
             continue
-        report = gradcheck(module, *inputs, eps=args.eps, atol=args.atol, rtol=args.rtol,
-                           seed=args.seed, **opts)
+        report = gradcheck(
+            module, *inputs, eps=args.eps, atol=args.atol, rtol=args.rtol, seed=args.seed, **opts
+        )
         for r in report.rows:
-            print(f"{label:<20} {r.name:<34} {str(r.shape):<14} {r.max_abs:>9.2e} {r.max_rel:>9.2e}  "
-                  f"{'PASS' if r.passed else 'FAIL'}", flush=True)
+            print(
+                f"{label:<20} {r.name:<34} {str(r.shape):<14} {r.max_abs:>9.2e} {r.max_rel:>9.2e}  "
+                f"{'PASS' if r.passed else 'FAIL'}",
+                flush=True,
+            )
         for desc, ok, detail in report.checks:
             if not ok:
                 print(f"{label:<20} {desc}: FAIL {detail}", flush=True)

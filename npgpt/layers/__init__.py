@@ -10,6 +10,12 @@ from .layernorm import LayerNorm
 from .linear import Linear
 
 __all__ = [
-    "Dropout", "Embedding", "FeedForward", "GELU", "LayerNorm", "Linear",
-    "MultiHeadAttention", "TransformerBlock",
+    "Dropout",
+    "Embedding",
+    "FeedForward",
+    "GELU",
+    "LayerNorm",
+    "Linear",
+    "MultiHeadAttention",
+    "TransformerBlock",
 ]

@@ -25,8 +25,13 @@ class TransformerBlock(Module):
         rng = np.random.default_rng(rng)
         E = cfg["emb_dim"]
         self.att = MultiHeadAttention(
-            d_in=E, d_out=E, context_length=cfg["context_length"], dropout=cfg["drop_rate"],
-            num_heads=cfg["n_heads"], qkv_bias=cfg.get("qkv_bias", False), rng=rng,
+            d_in=E,
+            d_out=E,
+            context_length=cfg["context_length"],
+            dropout=cfg["drop_rate"],
+            num_heads=cfg["n_heads"],
+            qkv_bias=cfg.get("qkv_bias", False),
+            rng=rng,
         )
         self.ff = FeedForward(cfg, rng=rng)
         self.norm1 = LayerNorm(E)

@@ -5,7 +5,6 @@ Variance is the mean of squared deviations (biased, as in GPT-2 and the book); `
 divides by n-1 instead (`x.std(-1)` in *Learn Generative AI with PyTorch*, section 9.2.2).
 """
 
-
 import numpy as np
 
 from .._checks import cache_of, float_input, grad_output
@@ -64,5 +63,3 @@ class LayerNorm(Module):
 
     def __repr__(self):
         return f"LayerNorm({self.emb_dim}, eps={self.eps:g}, unbiased={self.unbiased})"
-
-

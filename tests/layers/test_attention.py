@@ -1,0 +1,86 @@
+"""MultiHeadAttention: against a loop-per-head reference written here, gradcheck, mask, errors."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from npgpt import MultiHeadAttention, gradcheck
+from tests.asserts import assert_close, assert_gradcheck
+from tests.strategies import seeds
+
+
+def reference_attention(mha, x):
+    """The book's computation spelled out with loops over batch, heads and query positions."""
+    B, T, _ = x.shape
+    hs = mha.head_dim
+
+    def lin(layer, a):
+        out = a @ layer.weight.data.T
+        return out + layer.bias.data if layer.bias is not None else out
+
+    q, k, v = lin(mha.W_query, x), lin(mha.W_key, x), lin(mha.W_value, x)
+    ctx = np.zeros((B, T, mha.d_out))
+    for b in range(B):
+        for h in range(mha.num_heads):
+            cols = slice(h * hs, (h + 1) * hs)
+            for t in range(T):
+                scores = [float(q[b, t, cols] @ k[b, s, cols]) / math.sqrt(hs) for s in range(t + 1)]
+                m = max(scores)
+                w = [math.exp(s - m) for s in scores]
+                w = [wi / sum(w) for wi in w]
+                ctx[b, t, cols] = sum(w[s] * v[b, s, cols] for s in range(t + 1))
+    return lin(mha.out_proj, ctx)
+
+
+@given(
+    B=st.integers(1, 2),
+    T=st.integers(1, 5),
+    d_in=st.integers(1, 5),
+    nh=st.integers(1, 3),
+    hs=st.integers(1, 3),
+    qkv_bias=st.booleans(),
+    seed=seeds,
+)
+def test_forward_matches_loop_reference(B, T, d_in, nh, hs, qkv_bias, seed):
+    rng = np.random.default_rng(seed)
+    mha = MultiHeadAttention(d_in, nh * hs, 5, 0.0, nh, qkv_bias=qkv_bias, rng=rng)
+    x = rng.standard_normal((B, T, d_in))
+    assert_close("out", mha.forward(x), reference_attention(mha, x), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "d_in,d_out,nh,T,ctx,qkv_bias,p",
+    [
+        (4, 4, 1, 3, 5, False, 0.0),
+        (5, 6, 3, 4, 4, True, 0.0),  # d_in != d_out, T == context_length
+        (6, 8, 2, 5, 7, True, 0.3),  # with attention dropout
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gradcheck(d_in, d_out, nh, T, ctx, qkv_bias, p, dtype):
+    rng = np.random.default_rng(0)
+    mha = MultiHeadAttention(d_in, d_out, ctx, p, nh, qkv_bias=qkv_bias, rng=rng).astype(dtype)
+    x = rng.standard_normal((2, T, d_in)).astype(dtype)
+    out = mha.forward(x)
+    assert out.dtype == mha.backward(np.ones_like(out)).dtype == dtype
+    assert_gradcheck(gradcheck(mha, x))
+
+
+def test_errors():
+    with pytest.raises(ValueError, match=r"d_out \(6\) must be divisible by num_heads \(4\)"):
+        MultiHeadAttention(4, 6, 8, 0.0, 4)
+    mha = MultiHeadAttention(4, 4, 3, 0.0, 2, rng=0)
+    with pytest.raises(ValueError, match=r"T = 4 tokens \(shape \(1, 4, 4\)\), more than context_length = 3"):
+        mha.forward(np.ones((1, 4, 4)))
+    with pytest.raises(
+        ValueError, match=r"MultiHeadAttention.forward: x must be \(B, T, d_in\), got shape \(3, 4\)"
+    ):
+        mha.forward(np.ones((3, 4)))
+    with pytest.raises(RuntimeError, match="MultiHeadAttention.backward called before forward"):
+        mha.backward(np.ones((1, 2, 4)))
+    mha.forward(np.ones((1, 2, 4)))
+    with pytest.raises(ValueError, match=r"dout has shape \(1, 3, 4\), expected \(1, 2, 4\)"):
+        mha.backward(np.ones((1, 3, 4)))
