@@ -6,17 +6,26 @@ add_arguments(parser) and run(args) -> exit status; adding one is one line in CO
 
 import argparse
 import importlib
+import os
 import sys
 
 # subcommand name -> module that implements it (imported only when that subcommand runs)
 COMMANDS = {
     "check": "npgpt.commands.check",
+    "grade": "npgpt.commands.grade",
+    "assignment": "npgpt.commands.assignment",
+    "explain": "npgpt.commands.explain",
     "train": "npgpt.commands.train",
+    "generate": "npgpt.commands.generate",
     "bench": "npgpt.commands.bench",
 }
 
 
-def build_parser():
+def build_parser(argv=None):
+    """The argument parser. Only the chosen subcommand's module is imported, so one
+    subcommand's optional dependencies never stand in another's way."""
+    argv = sys.argv[1:] if argv is None else argv
+    chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = argparse.ArgumentParser(
         prog="npgpt", description="GPT-2's building blocks in plain NumPy, every gradient by hand."
     )
@@ -24,6 +33,9 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, modname in COMMANDS.items():
+        if chosen in COMMANDS and name != chosen:
+            sub.add_parser(name)  # listed, not loaded
+            continue
         mod = importlib.import_module(modname)
         p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
@@ -38,12 +50,15 @@ def _version():
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         return args._run(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `npgpt check | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

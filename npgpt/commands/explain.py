@@ -1,0 +1,132 @@
+"""`npgpt explain COMPONENT`: every intermediate of a forward and backward, by hand.
+
+Prints each step with its name from the derivation (docs/<component>.md), its equation number,
+shape and values, in the order a student computes them, then one line per comparison with the
+module's own forward and backward. Exit status 1 if they disagree, 2 for bad input.
+"""
+
+import json
+import sys
+
+import numpy as np
+
+HELP = "print every intermediate of a component's forward and backward, step by step"
+WIDTH = 80
+
+
+def add_arguments(parser):
+    from ..explain import COMPONENTS
+
+    parser.add_argument(
+        "component", choices=COMPONENTS, metavar="COMPONENT", help="one of: " + ", ".join(COMPONENTS)
+    )
+    parser.add_argument(
+        "--input",
+        default=None,
+        metavar="JSON",
+        help="the input as a JSON list, e.g. '[-1, 0, 1]' (token ids for embedding, "
+        "logits for loss); default: a small example (the book's for layernorm)",
+    )
+    parser.add_argument(
+        "--dout",
+        default=None,
+        metavar="JSON",
+        help="the upstream gradient (JSON, the output's shape; a number for loss); "
+        "default: drawn from --seed (ones for gelu)",
+    )
+    parser.add_argument("--targets", default=None, metavar="JSON", help="loss only: target ids")
+    parser.add_argument(
+        "--unbiased", action="store_true", help="layernorm only: divide the variance by C - 1"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed for weights, dout and default inputs")
+    parser.add_argument("--format", choices=("text", "markdown"), default="text")
+
+
+def _parse(name, text):
+    if text is None:
+        return None
+    try:
+        return np.asarray(json.loads(text))
+    except (json.JSONDecodeError, ValueError) as err:
+        raise ValueError(f"--{name} must be a JSON number or (nested) list, got {text!r}: {err}") from None
+
+
+def _values(v, indent):
+    body = np.array2string(
+        np.asarray(v), precision=4, suppress_small=True, max_line_width=WIDTH - indent, floatmode="maxprec"
+    )
+    return "\n".join((" " * indent + line).rstrip() for line in body.splitlines())
+
+
+def render_text(e, seed):
+    lines = [f"npgpt explain {e.component}", f"  {e.title}", f"  equations: {e.page}; float64; seed {seed}"]
+    for part, steps in (("forward", e.forward), ("backward", e.backward)):
+        lines.append(f"\n== {part} " + "=" * (WIDTH - 4 - len(part)))
+        for s in steps:
+            head = f"{s.name:<11} {str(np.shape(s.value)):<13} {s.eq:<7} "
+            note = s.note if len(head) + len(s.note) <= WIDTH else ""
+            lines.append((head + note).rstrip())
+            if s.note and not note:
+                lines.append(f"    {s.note}")
+            lines.append(_values(s.value, 4))
+    lines.append("")
+    for what, d in e.checks:
+        lines.append(f"{'matches' if d <= 1e-10 else 'MISMATCH with'} {what}: max |diff| = {d:.1e}")
+    return "\n".join(lines)
+
+
+def render_markdown(e, seed):
+    lines = [
+        f"# `npgpt explain {e.component}`",
+        "",
+        f"{e.title}. Equations: `{e.page}`; float64; seed {seed}.",
+    ]
+    for part, steps in (("Forward", e.forward), ("Backward", e.backward)):
+        lines += ["", f"## {part}", ""]
+        for s in steps:
+            eq = f" ({s.eq})" if s.eq else ""
+            lines += [
+                f"**`{s.name}`** `{np.shape(s.value)}`{eq}: {s.note}".rstrip(": "),
+                "",
+                "```text",
+                _values(s.value, 0),
+                "```",
+                "",
+            ]
+    lines += ["## Checks", ""]
+    lines += [
+        f"- {'matches' if d <= 1e-10 else 'MISMATCH with'} `{what}`: max \\|diff\\| = {d:.1e}"
+        for what, d in e.checks
+    ]
+    return "\n".join(lines)
+
+
+def run(args):
+    from ..explain import explain
+
+    options = {}
+    if args.unbiased:
+        if args.component != "layernorm":
+            print(
+                f"npgpt explain: --unbiased applies to layernorm only, not {args.component}", file=sys.stderr
+            )
+            return 2
+        options["unbiased"] = True
+    if args.targets is not None and args.component != "loss":
+        print(f"npgpt explain: --targets applies to loss only, not {args.component}", file=sys.stderr)
+        return 2
+    try:
+        if args.targets is not None:
+            options["targets"] = _parse("targets", args.targets)
+        e = explain(
+            args.component,
+            x=_parse("input", args.input),
+            seed=args.seed,
+            dout=_parse("dout", args.dout),
+            **options,
+        )
+    except (ValueError, TypeError, IndexError) as err:
+        print(f"npgpt explain {args.component}: {err}", file=sys.stderr)
+        return 2
+    print(render_text(e, args.seed) if args.format == "text" else render_markdown(e, args.seed))
+    return 0 if e.passed else 1

@@ -1,0 +1,99 @@
+"""Grade a folder of submissions in parallel: one grader process per submission, a CSV of all.
+
+Submissions are the folder's *.py files and, for a folder per student, each subfolder's
+submission.py (or its only .py file). Each is graded by a separate `npgpt grade` process (so the
+sandbox's preexec_fn never runs in a threaded process); --jobs of them at a time. Written to
+--results (default <folder>_results/): <name>.json and <name>.txt per submission and grades.csv
+with one row per submission and one column per test.
+"""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+NPGPT_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BOOT = "import sys; sys.path.insert(0, sys.argv.pop(1)); from npgpt.cli import main; sys.exit(main())"
+
+
+def find_submissions(folder):
+    """(name, path) of every submission in `folder`, sorted by name."""
+    found = []
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        if entry.is_file() and entry.name.endswith(".py"):
+            found.append((entry.name[:-3], entry.path))
+        elif entry.is_dir() and not entry.name.startswith("."):
+            pys = sorted(f for f in os.listdir(entry.path) if f.endswith(".py"))
+            pick = "submission.py" if "submission.py" in pys else pys[0] if len(pys) == 1 else None
+            if pick:
+                found.append((entry.name, os.path.join(entry.path, pick)))
+    return found
+
+
+def _grade_one(name, path, out, args, only):
+    cmd = [
+        sys.executable,
+        "-c",
+        BOOT,
+        NPGPT_PARENT,
+        "grade",
+        path,
+        "--format",
+        "json",
+        "--results",
+        os.path.join(out, f"{name}.json"),
+        "--report",
+        os.path.join(out, f"{name}.txt"),
+        "--timeout",
+        str(args.timeout),
+        "--memory",
+        str(args.memory),
+    ]
+    for flag, value in (
+        ("--only", only and ",".join(only)),
+        ("--seed", args.seed),
+        ("--rubric", args.rubric),
+    ):
+        if value is not None:
+            cmd += [flag, str(value)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        with open(os.path.join(out, f"{name}.json")) as f:
+            return name, json.load(f), ""
+    except (OSError, ValueError):
+        return name, None, (proc.stderr or proc.stdout).strip()[-500:]
+
+
+def grade_folder(args, only):
+    folder = os.path.abspath(args.submission)
+    out = args.results or folder.rstrip(os.sep) + "_results"
+    os.makedirs(out, exist_ok=True)
+    subs = find_submissions(folder)
+    if not subs:
+        print(f"npgpt grade: no submissions (*.py, or folders with one) in {folder}", file=sys.stderr)
+        return 2
+    rows, columns = [], []
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(_grade_one, name, path, out, args, only) for name, path in subs]
+        for i, fut in enumerate(futures, 1):
+            name, data, error = fut.result()
+            row = {"submission": name, "score": 0, "max_score": "", "error": error}
+            if data:
+                row.update(score=data["score"], max_score=data["max_score"])
+                for c in data["components"]:
+                    for t in c["tests"]:
+                        row[t["name"]] = t["score"]
+                        if t["name"] not in columns:
+                            columns.append(t["name"])
+            rows.append(row)
+            shown = f"{row['score']:g}/{row['max_score']:g}" if data else "grading failed"
+            print(f"[{i}/{len(subs)}] {name}: {shown}", file=sys.stderr, flush=True)
+    path = os.path.join(out, "grades.csv")
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, ["submission", "score", "max_score"] + columns + ["error"], restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"graded {len(rows)} submissions -> {path}")
+    return 0

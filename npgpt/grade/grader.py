@@ -1,0 +1,157 @@
+"""Grade one submission file: find its components, run each in the sandbox, score the results.
+
+The source is only parsed here (ast), never run: the class names and CS231n-style function pairs
+it defines decide which components are graded and in which form. Each component then runs in its
+own child process (sandbox.py); its frames are scored against answers computed here (scoring.py).
+"""
+
+import ast
+import os
+import secrets
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import sandbox
+from .components import FD_EPS, SPECS, make_cases
+from .rubric import Rubric
+from .scoring import Frames, evaluate
+
+
+@dataclass
+class ComponentResult:
+    key: str
+    cls: str
+    form: str  # "class", "function" or "missing"
+    tests: list
+    stdout: str = ""
+    stderr: str = ""
+    problem: str = ""  # why the whole component could not run, if it could not
+    seconds: float = 0.0
+
+
+@dataclass
+class GradeResult:
+    submission: str
+    seed: int
+    components: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    execution_time: float = 0.0
+
+    @property
+    def tests(self):
+        return [t for c in self.components for t in c.tests]
+
+    @property
+    def score(self):
+        return round(sum(t.score for t in self.tests), 6)
+
+    @property
+    def max_score(self):
+        return round(sum(t.max_score for t in self.tests), 6)
+
+
+def detect(source, filename):
+    """({key: "class" | "function"}, syntax error text or None) from the submission's top level."""
+    try:
+        tree = ast.parse(source, filename)
+    except SyntaxError as e:
+        return {}, f"SyntaxError at line {e.lineno}: {e.msg}"
+    except (ValueError, RecursionError, MemoryError) as e:
+        return {}, f"the file cannot be parsed: {type(e).__name__}: {e}"
+    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    funcs = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    found = {}
+    for key, spec in SPECS.items():
+        if spec.cls in classes:
+            found[key] = "class"
+        elif spec.fwd in funcs and spec.bwd in funcs:
+            found[key] = "function"
+    return found, None
+
+
+def request_for(spec, form, params, cases):
+    req = {
+        "form": form,
+        "cls": spec.cls,
+        "ctor": spec.ctor,
+        "fwd": spec.fwd,
+        "bwd": spec.bwd,
+        "fn_extra": spec.fn_extra,
+        "fn_grads": spec.fn_grads,
+        "dict_params": spec.dict_params,
+        "param_names": list(params),
+        "param_shapes": [list(v.shape) for v in params.values()],
+        "scalar_out": spec.key == "crossentropy",
+        "eps": FD_EPS,
+        "cases": [],
+    }
+    arrays = {}
+    for i, c in enumerate(cases):
+        req["cases"].append(
+            {
+                "name": c.name,
+                "dtype": c.dtype,
+                "n_inputs": len(c.inputs),
+                "again": c.name == "main",
+                "fd": bool(c.directions),
+            }
+        )
+        for j, a in enumerate(c.inputs):
+            arrays[f"c{i}/in{j}"] = a
+        arrays[f"c{i}/dout"] = np.asarray(c.dout)
+        for n, v in params.items():
+            arrays[f"c{i}/p/{n}"] = v.astype(c.dtype)
+        for t, u in c.directions.items():
+            arrays[f"c{i}/dir/{t}"] = u
+    return req, arrays
+
+
+def grade_component(spec, form, submission, seed, rubric, timeout, memory_mb, problem=""):
+    params, cases = make_cases(spec, seed)
+    if problem:
+        tests = evaluate(spec, "class", params, cases, Frames([], problem), rubric)
+        return ComponentResult(spec.key, spec.cls, form, tests, problem=problem)
+    req, arrays = request_for(spec, form, params, cases)
+    run = sandbox.run(submission, req, arrays, timeout=timeout, memory_mb=memory_mb)
+    frames = Frames(run.frames, f"the submission {run.fate}" if run.fate else "")
+    tests = evaluate(spec, form, params, cases, frames, rubric)
+    problem = frames.import_error or (f"the submission {run.fate}" if run.fate else "")
+    return ComponentResult(spec.key, spec.cls, form, tests, run.stdout, run.stderr, problem, run.seconds)
+
+
+def grade(submission, only=None, seed=None, rubric=None, timeout=10.0, memory_mb=2048, progress=None):
+    """Grade `submission` (a .py path); returns a GradeResult. Never runs the submission here."""
+    t0 = time.monotonic()
+    seed = secrets.randbelow(2**31) if seed is None else int(seed)
+    rubric = rubric or Rubric.load()
+    result = GradeResult(os.path.basename(submission), seed)
+    try:
+        with open(submission, "rb") as f:
+            source = f.read().decode("utf-8", "replace")
+        found, syntax = detect(source, submission)
+    except OSError as e:
+        found, syntax = {}, f"cannot read the submission: {e}"
+    keys = list(only) if only else [k for k in SPECS if k in found]
+    if not keys:
+        keys = list(SPECS)
+        result.notes.append(
+            "the submission defines none of the graded classes or function pairs "
+            f"({', '.join(s.cls for s in SPECS.values())}); every component scores 0"
+        )
+    for key in keys:
+        spec = SPECS[key]
+        if progress:
+            progress(spec.cls)
+        form = found.get(key, "missing")
+        problem = syntax or (
+            ""
+            if key in found
+            else f"the submission defines neither class {spec.cls} nor functions {spec.fwd}/{spec.bwd}"
+        )
+        result.components.append(
+            grade_component(spec, form, submission, seed, rubric, timeout, memory_mb, problem)
+        )
+    result.execution_time = time.monotonic() - t0
+    return result

@@ -1,0 +1,137 @@
+"""A GradeResult as text (for people), JSON (for scripts) or Gradescope's results.json.
+
+Gradescope format (gradescope-autograders.readthedocs.io, "Autograder Specifications"): top-level
+`score`, `execution_time` (seconds), `output`, `tests`; each test has `name`, `score`, `max_score`,
+`status` ("passed" / "failed"), `output` and `visibility` (hidden, after_due_date,
+after_published, visible).
+"""
+
+import json
+
+from .rubric import Rubric
+
+STUDENT_OUTPUT = 2000  # characters of a component's captured stdout/stderr shown per component
+
+
+def _fmt(x):
+    return f"{x:.4g}"
+
+
+def _test_text(t, problem=""):
+    lines = [f"{'PASS' if t.passed else 'FAIL'} {_fmt(t.score):>5}/{_fmt(t.max_score):<4} {t.name}"]
+    if not t.passed and not (problem and problem in t.output):
+        lines += ["      " + line for line in t.output.splitlines() if line]
+        lines += [f"      diagnosis: {d}" for d in t.diagnoses]
+    return lines
+
+
+def _captured(c):
+    out = []
+    for what, text in (("stdout", c.stdout), ("stderr", c.stderr)):
+        if text.strip():
+            shown = text[:STUDENT_OUTPUT] + ("\n[... truncated]" if len(text) > STUDENT_OUTPUT else "")
+            out.append(f"  the submission's {what} while grading {c.cls} (shown, not parsed):")
+            out += ["    | " + line for line in shown.splitlines()]
+    return out
+
+
+def thresholds_line(rubric):
+    return (
+        f"relative error max|a-b|/max(1e-8, |a|+|b|) <= {rubric.threshold('float64'):g} (float64), "
+        f"finite differences <= {rubric.threshold('finite_differences'):g}, float32 (norm-wise) "
+        f"<= {rubric.threshold('float32'):g}"
+    )
+
+
+def to_text(result, rubric=None):
+    rubric = rubric or Rubric.load()
+    lines = [f"npgpt grade: {result.submission}  (seed {result.seed})", thresholds_line(rubric), ""]
+    lines += [f"note: {n}" for n in result.notes]
+    for c in result.components:
+        got, total = sum(t.score for t in c.tests), sum(t.max_score for t in c.tests)
+        form = {"class": f"class {c.cls}", "function": "CS231n-style functions", "missing": "not defined"}[
+            c.form
+        ]
+        lines.append(f"== {c.cls} ({form}): {_fmt(round(got, 6))}/{_fmt(total)}")
+        if c.problem:
+            lines.append(f"  problem: {c.problem}")
+        for t in c.tests:
+            lines += ["  " + line for line in _test_text(t, c.problem)]
+        lines += _captured(c)
+        lines.append("")
+    lines.append(f"total: {_fmt(result.score)}/{_fmt(result.max_score)}  ({result.execution_time:.1f} s)")
+    return "\n".join(lines) + "\n"
+
+
+def _test_output(t):
+    return "\n".join([t.output] + [f"diagnosis: {d}" for d in t.diagnoses]).strip()
+
+
+def to_gradescope(result, rubric=None):
+    rubric = rubric or Rubric.load()
+    summary = [f"seed {result.seed}; {thresholds_line(rubric)}"] + [f"note: {n}" for n in result.notes]
+    for c in result.components:
+        if c.problem:
+            summary.append(f"{c.cls}: {c.problem}")
+        summary += _captured(c)
+    tests = [
+        {
+            "name": t.name,
+            "score": round(t.score, 6),
+            "max_score": round(t.max_score, 6),
+            "status": "passed" if t.passed else "failed",
+            "output": _test_output(t),
+            "visibility": t.visibility,
+        }
+        for t in result.tests
+    ]
+    return {
+        "score": result.score,
+        "execution_time": round(result.execution_time, 3),
+        "output": "\n".join(summary),
+        "tests": tests,
+    }
+
+
+def to_json(result, rubric=None):
+    return {
+        "submission": result.submission,
+        "seed": result.seed,
+        "score": result.score,
+        "max_score": result.max_score,
+        "execution_time": round(result.execution_time, 3),
+        "notes": result.notes,
+        "components": [
+            {
+                "component": c.key,
+                "class": c.cls,
+                "form": c.form,
+                "problem": c.problem,
+                "stdout": c.stdout,
+                "stderr": c.stderr,
+                "seconds": round(c.seconds, 3),
+                "tests": [
+                    {
+                        "name": t.name,
+                        "kind": t.kind,
+                        "score": t.score,
+                        "max_score": t.max_score,
+                        "passed": t.passed,
+                        "output": t.output,
+                        "diagnoses": t.diagnoses,
+                        "visibility": t.visibility,
+                    }
+                    for t in c.tests
+                ],
+            }
+            for c in result.components
+        ],
+    }
+
+
+def render(result, fmt, rubric=None):
+    """The text of `result` in `fmt` ("text", "json" or "gradescope")."""
+    if fmt == "text":
+        return to_text(result, rubric)
+    data = to_gradescope(result, rubric) if fmt == "gradescope" else to_json(result, rubric)
+    return json.dumps(data, indent=2) + "\n"

@@ -1,0 +1,29 @@
+"""LayerNorm with the one-pass variance E[x^2] - E[x]^2 (fails for large offsets)."""
+
+import numpy as np
+
+from npgpt import Module, Parameter
+
+
+class LayerNorm(Module):
+    def __init__(self, emb_dim, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.scale = Parameter(np.ones(emb_dim))
+        self.shift = Parameter(np.zeros(emb_dim))
+
+    def forward(self, x):
+        mean = x.mean(-1, keepdims=True)
+        var = (x * x).mean(-1, keepdims=True) - mean * mean
+        self.rstd = 1.0 / np.sqrt(var + self.eps)
+        self.xhat = (x - mean) * self.rstd
+        return self.xhat * self.scale.data + self.shift.data
+
+    def backward(self, dout):
+        C = dout.shape[-1]
+        self.scale.grad += (dout * self.xhat).reshape(-1, C).sum(0)
+        self.shift.grad += dout.reshape(-1, C).sum(0)
+        g = dout * self.scale.data
+        return self.rstd * (
+            g - g.mean(-1, keepdims=True) - self.xhat * (g * self.xhat).mean(-1, keepdims=True)
+        )

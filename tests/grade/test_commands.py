@@ -1,0 +1,140 @@
+"""`npgpt grade` output formats, exit status, folders; `npgpt assignment` starter files."""
+
+import csv
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import npgpt
+from npgpt.cli import main
+
+HERE = os.path.join(os.path.dirname(__file__), "submissions")
+GRADESCOPE_STATUSES = {"passed", "failed"}
+VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
+
+
+def test_gradescope_results_follow_the_specification(tmp_path, capsys):
+    out = tmp_path / "results.json"
+    assert (
+        main(
+            [
+                "grade",
+                os.path.join(HERE, "gelu_no_sech2.py"),
+                "--format",
+                "gradescope",
+                "--results",
+                str(out),
+                "--seed",
+                "4",
+            ]
+        )
+        == 0
+    )
+    data = json.loads(out.read_text())
+    assert {"score", "execution_time", "output", "tests"} <= set(data)
+    assert data["score"] == pytest.approx(sum(t["score"] for t in data["tests"])) == 4.5
+    for t in data["tests"]:
+        assert set(t) == {"name", "score", "max_score", "status", "output", "visibility"}, t
+        assert t["status"] in GRADESCOPE_STATUSES and t["visibility"] in VISIBILITIES
+        assert (t["status"] == "passed") == (t["score"] == t["max_score"])
+    dx = next(t for t in data["tests"] if t["name"] == "GELU.backward: dx")
+    assert "worst element at index" in dx["output"] and "diagnosis: it matches" in dx["output"]
+
+
+def test_only_names_a_missing_component_which_scores_zero(capsys):
+    assert main(["grade", os.path.join(HERE, "ce_not_divided.py"), "--only", "gelu", "--seed", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "defines neither class GELU nor functions gelu_forward/gelu_backward" in text
+    assert "total: 0/10" in text
+
+
+def test_bad_arguments_exit_2(capsys):
+    assert main(["grade", os.path.join(HERE, "correct.py"), "--only", "softmax"]) == 2
+    assert "unknown component(s) softmax" in capsys.readouterr().err
+
+
+def test_folder_is_graded_in_parallel_into_a_csv(tmp_path, capsys):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(os.path.join(HERE, "linear_overwrites_grad.py"), subs / "alice.py")
+    (subs / "bob").mkdir()
+    shutil.copy(os.path.join(HERE, "syntax_error.py.txt"), subs / "bob" / "submission.py")
+    out = tmp_path / "out"
+    assert (
+        main(["grade", str(subs), "--jobs", "2", "--only", "linear", "--seed", "1", "--results", str(out)])
+        == 0
+    )
+    rows = list(csv.DictReader(open(out / "grades.csv")))
+    assert [r["submission"] for r in rows] == ["alice", "bob"]
+    assert [float(r["score"]) for r in rows] == [9.5, 0.0]
+    assert rows[0]["Linear.backward: accumulation (+=) into .grad"] == "0.0"
+    assert rows[0]["Linear.forward: out"] == "2.0"
+    assert sorted(os.listdir(out)) == ["alice.json", "alice.txt", "bob.json", "bob.txt", "grades.csv"]
+
+
+@pytest.mark.parametrize(
+    "name", ["layernorm", "gelu", "linear", "feedforward", "attention", "block", "crossentropy", "all"]
+)
+def test_starter_file_imports_and_grades_to_zero_without_crashing(tmp_path, capsys, name):
+    path = tmp_path / f"{name}_starter.py"
+    assert main(["assignment", name, "-o", str(path)]) == 0
+    spec = importlib.util.spec_from_file_location("starter", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert issubclass(
+        mod.LayerNorm if name == "layernorm" else getattr(mod, "Linear", mod.Module), npgpt.Module
+    )
+    result = tmp_path / "r.json"
+    assert main(["grade", str(path), "--format", "json", "--results", str(result), "--seed", "1"]) == 0
+    data = json.loads(result.read_text())
+    assert data["score"] == 0 and data["max_score"] > 0
+    first = data["components"][0]["tests"][0]["output"]
+    assert "NotImplementedError" in first and "see docs/" in first
+
+
+def test_starter_declares_the_contract_parameters(tmp_path, capsys):
+    path = tmp_path / "all.py"
+    main(["assignment", "all", "-o", str(path)])
+    spec = importlib.util.spec_from_file_location("starter_all", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cfg = {"emb_dim": 8, "context_length": 5, "n_heads": 2, "drop_rate": 0.0, "qkv_bias": False}
+    ours = [n for n, _ in npgpt.TransformerBlock(cfg).named_parameters()]
+    assert [n for n, _ in mod.TransformerBlock(cfg).named_parameters()] == ours
+    assert main(["assignment", "all", "-o", str(path)]) == 2  # no silent overwrite
+
+
+def test_grader_works_from_a_copy_of_the_package_elsewhere(tmp_path):
+    """As when installed: the worker finds npgpt's files by the package's path, not the cwd."""
+    site = tmp_path / "site"
+    shutil.copytree(
+        os.path.dirname(npgpt.__file__), site / "npgpt", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    boot = "import sys; sys.path.insert(0, sys.argv.pop(1)); from npgpt.cli import main; sys.exit(main())"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            boot,
+            str(site),
+            "grade",
+            os.path.join(HERE, "correct.py"),
+            "--only",
+            "gelu",
+            "--seed",
+            "1",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "total: 10/10" in proc.stdout, proc.stdout

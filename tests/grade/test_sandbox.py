@@ -1,0 +1,120 @@
+"""Untrusted submissions: hangs, memory blow-ups, early exits, crashes, fake results, bad arrays.
+
+Each costs only its own component's points, with a message saying what happened.
+"""
+
+import json
+import os
+
+import numpy as np
+
+from npgpt.cli import main
+from npgpt.grade.grader import grade
+
+HERE = os.path.join(os.path.dirname(__file__), "submissions")
+
+
+def comp(result, key):
+    return next(c for c in result.components if c.key == key)
+
+
+def score(c):
+    return sum(t.score for t in c.tests)
+
+
+def test_hang_is_killed_and_the_other_component_still_graded():
+    r = grade(os.path.join(HERE, "hang.py"), seed=1, timeout=2.0)
+    ln, gelu = comp(r, "layernorm"), comp(r, "gelu")
+    assert "timed out after 2 s" in ln.problem and score(ln) == 0
+    assert all("timed out" in t.output for t in ln.tests)
+    assert score(gelu) == 10.0, [t.output for t in gelu.tests if not t.passed]
+
+
+def test_memory_hog_gets_a_memory_error_message():
+    r = grade(os.path.join(HERE, "memory_hog.py"), seed=1, timeout=5.0, memory_mb=512)
+    ln, gelu = comp(r, "layernorm"), comp(r, "gelu")
+    out = {t.name: t.output for t in ln.tests}
+    assert "MemoryError: ran out of memory (the limit is 512 MB)" in out["LayerNorm.forward: out"]
+    assert "skipped after case 'main'" in out["LayerNorm.forward: float32 dtype and shape"]
+    assert "MemoryError" in gelu.tests[0].output
+    assert score(ln) == score(gelu) == 0
+
+
+def test_exit_crash_and_os_exit_cost_only_their_component():
+    r = grade(os.path.join(HERE, "exits.py"), seed=1)
+    assert "called sys.exit(3)" in comp(r, "layernorm").tests[0].output
+    assert "exited early with status 0" in comp(r, "gelu").problem
+    assert "SIGSEGV" in comp(r, "linear").problem
+    assert [score(comp(r, k)) for k in ("layernorm", "gelu", "linear", "crossentropy")] == [0, 0, 0, 10.0]
+
+
+def test_syntax_error_scores_zero_with_the_line():
+    r = grade(os.path.join(HERE, "syntax_error.py.txt"), only=["gelu", "layernorm"], seed=1)
+    assert r.score == 0 and r.max_score == 20
+    assert all(c.problem == "SyntaxError at line 9: expected ':'" for c in r.components)
+
+
+def test_ndarray_subclass_object_array_and_list_are_refused():
+    r = grade(os.path.join(HERE, "bad_arrays.py"), seed=1)
+    assert "ndarray subclass" in comp(r, "layernorm").tests[0].output
+    assert "dtype object" in comp(r, "gelu").tests[0].output
+    assert "is a list, expected a NumPy array" in comp(r, "linear").tests[0].output
+    assert r.score == 0
+
+
+def test_npgpt_reference_layers_are_not_importable_from_a_submission():
+    r = grade(os.path.join(HERE, "delegates.py"), seed=1)
+    assert r.score == 0
+    assert "npgpt.LayerNorm is not available while grading" in comp(r, "layernorm").problem
+
+
+def test_fake_results_neither_change_the_score_nor_get_written(tmp_path, capsys, monkeypatch):
+    results = tmp_path / "results.json"
+    monkeypatch.chdir(tmp_path)
+    status = main(
+        [
+            "grade",
+            os.path.join(HERE, "fake_results.py"),
+            "--format",
+            "gradescope",
+            "--results",
+            str(results),
+            "--seed",
+            "2",
+        ]
+    )
+    assert status == 0
+    data = json.loads(results.read_text())
+    assert data["score"] == 0 and all(t["score"] == 0 for t in data["tests"])
+    assert all(t["max_score"] <= 2 for t in data["tests"])
+    assert '"score": 1000.0' in data["output"]  # shown as the submission's output, never parsed
+    assert "could not write results.json: OSError" in data["output"]  # RLIMIT_FSIZE = 0
+    assert sorted(os.listdir(tmp_path)) == ["results.json"]
+
+
+def test_grading_does_not_depend_on_the_submission_printing_nothing(tmp_path):
+    src = open(os.path.join(HERE, "correct.py")).read()
+    noisy = src.replace(
+        "    def forward(self, x):\n        mean",
+        "    def forward(self, x):\n        print('x' * 100000)\n        mean",
+        1,
+    )
+    (tmp_path / "noisy.py").write_text(noisy)
+    r = grade(str(tmp_path / "noisy.py"), only=["layernorm"], seed=1)
+    assert r.score == 10.0
+    assert "[... output truncated]" in r.components[0].stdout and len(r.components[0].stdout) < 9000
+
+
+def test_result_frames_are_parsed_without_pickle():
+    from npgpt.grade.sandbox import _parse
+
+    assert _parse(b"\x00\x00\x00\x05{bad}") == []
+    import io
+    import struct
+
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, np.array([object()], dtype=object), allow_pickle=True)
+    blob = buf.getvalue()
+    head = json.dumps({"stage": "forward", "case": "main", "arrays": ["out"], "sizes": [len(blob)]}).encode()
+    frames = _parse(struct.pack(">I", len(head)) + head + blob)
+    assert frames and "out" not in frames[0][1] and "unreadable" in frames[0][0]["bad"][0]
