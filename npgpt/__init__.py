@@ -3,6 +3,7 @@
 The public contract (names, arguments, the forward/backward protocol) is API.md; see README.md.
 """
 
+from .gpt2 import load_gpt2
 from .gradcheck import GradcheckReport, gradcheck, numerical_gradient
 from .layers import (
     GELU,
@@ -37,5 +38,6 @@ __all__ = [
     "Sequential",
     "TransformerBlock",
     "gradcheck",
+    "load_gpt2",
     "numerical_gradient",
 ]

@@ -62,3 +62,23 @@ def assert_true(name, ok, values, what):
     raise AssertionError(
         f"{name}: {what} fails at {w}: value {values[w]!r} ({int((~ok).sum())} of {ok.size} elements)"
     )
+
+
+def assert_normwise(name, got, expected, rtol, scale=None):
+    """Fail unless max|got - expected| <= rtol * scale, scale = max|expected| unless given: agreement
+    relative to the tensor's largest element (how float32 against float64 is judged for composed
+    layers). Pass `scale` for a tensor that is zero in exact arithmetic (e.g. the key bias's gradient)."""
+    got, expected = np.asarray(got), np.asarray(expected, dtype=np.float64)
+    assert got.shape == expected.shape, f"{name}: shape {got.shape}, expected {expected.shape}"
+    err = np.abs(got.astype(np.float64) - expected)
+    err = np.where(np.isnan(err), np.inf, err)
+    if scale is None:
+        scale = float(np.abs(expected).max(initial=0.0))
+    scale = max(scale, 1e-30)
+    if err.size == 0 or err.max() <= rtol * scale:
+        return
+    w = np.unravel_index(int(np.argmax(err)), err.shape)
+    raise AssertionError(
+        f"{name}: worst element at {tuple(int(i) for i in w)}: got {got[w]!r}, expected {expected[w]!r} "
+        f"(abs error {err[w]:.3e} = {err[w] / scale:.3e} of max|expected| {scale:.3e}; rtol {rtol:g})"
+    )

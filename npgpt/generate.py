@@ -1,0 +1,128 @@
+"""Sampling from a GPTModel with a key/value cache.
+
+`KVCache` is an inference-only path that reads the model's parameters and replays its forward
+(the same equations as npgpt/layers/*.py, docs/model.md) without caching anything for a
+backward. Each attention layer keeps the keys and values of the tokens seen so far, so a new
+token costs one position's work: its q, k, v, one row of attention scores, one MLP row.
+
+When the cache is full (context_length positions) the window slides: the cache is rebuilt
+from the last context_length // 2 tokens, since the positional embeddings of every cached
+token change when the window moves.
+"""
+
+import math
+
+import numpy as np
+
+
+def _layernorm(ln, x):
+    n = x.shape[-1] - 1 if ln.unbiased else x.shape[-1]
+    xmu = x - x.mean(-1, keepdims=True)  # (B, T, C)
+    var = (xmu * xmu).sum(-1, keepdims=True) / n  # (B, T, 1)
+    return xmu / np.sqrt(var + ln.eps) * ln.scale.data + ln.shift.data  # (B, T, C)
+
+
+def _linear(lin, x):
+    out = x @ lin.weight.data.T  # (B, T, out)
+    return out + lin.bias.data if lin.bias is not None else out
+
+
+def _gelu(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * (x * x * x))))
+
+
+class KVCache:
+    """Per-layer keys and values (B, nh, t, hs) of the `t` positions processed so far."""
+
+    def __init__(self, model):
+        self.model = model
+        self.keys = [None] * len(model.trf_blocks)
+        self.values = [None] * len(model.trf_blocks)
+        self.length = 0
+
+    def reset(self):
+        self.keys = [None] * len(self.keys)
+        self.values = [None] * len(self.values)
+        self.length = 0
+
+    def _attend(self, i, att, x):
+        B, T, _ = x.shape
+        nh, hs = att.num_heads, att.head_dim
+
+        def heads(t):
+            return t.reshape(B, T, nh, hs).transpose(0, 2, 1, 3)  # (B, nh, T, hs)
+
+        q, k, v = heads(_linear(att.W_query, x)), heads(_linear(att.W_key, x)), heads(_linear(att.W_value, x))
+        if self.keys[i] is not None:
+            k = np.concatenate([self.keys[i], k], axis=2)  # (B, nh, t + T, hs)
+            v = np.concatenate([self.values[i], v], axis=2)  # (B, nh, t + T, hs)
+        self.keys[i], self.values[i] = k, v
+        scores = (q @ k.swapaxes(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, nh, T, t + T)
+        t0 = k.shape[2] - T  # positions already cached
+        future = np.arange(k.shape[2])[None, :] > (t0 + np.arange(T))[:, None]  # (T, t + T)
+        scores[..., future] = -np.inf
+        scores = np.exp(scores - scores.max(-1, keepdims=True))
+        scores /= scores.sum(-1, keepdims=True)  # (B, nh, T, t + T)
+        ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(B, T, nh * hs)  # (B, T, d_out)
+        return _linear(att.out_proj, ctx)  # (B, T, E)
+
+    def forward(self, idx):
+        """idx: (B, T) new token ids at positions length .. length + T - 1 -> logits (B, T, V)."""
+        m = self.model
+        idx = np.asarray(idx)
+        B, T = idx.shape
+        if self.length + T > m.cfg["context_length"]:
+            raise ValueError(
+                f"KVCache.forward: {self.length} cached + {T} new positions exceed context_length "
+                f"{m.cfg['context_length']}"
+            )
+        pos = np.arange(self.length, self.length + T)  # (T,)
+        x = m.tok_emb.weight.data[idx] + m.pos_emb.weight.data[pos]  # (B, T, E)
+        for i, blk in enumerate(m.trf_blocks):
+            x = x + self._attend(i, blk.att, _layernorm(blk.norm1, x))  # (B, T, E)
+            ff = blk.ff.layers
+            x = x + _linear(ff[2], _gelu(_linear(ff[0], _layernorm(blk.norm2, x))))  # (B, T, E)
+        self.length += T
+        return _linear(m.out_head, _layernorm(m.final_norm, x))  # (B, T, V)
+
+
+def sample_next(logits, temperature, top_k, rng):
+    """logits: (B, V) -> next ids (B,). temperature 0 is greedy; top_k keeps the k largest."""
+    if temperature == 0.0:
+        return logits.argmax(-1)
+    z = logits.astype(np.float64) / temperature  # (B, V)
+    if top_k is not None and top_k < z.shape[-1]:
+        kth = np.partition(z, -top_k, axis=-1)[:, -top_k][:, None]  # (B, 1)
+        z = np.where(z < kth, -np.inf, z)
+    cdf = np.exp(z - z.max(-1, keepdims=True)).cumsum(-1)  # (B, V), unnormalized
+    cdf /= cdf[:, -1:]  # ends at exactly 1
+    u = 1.0 - rng.random((len(cdf), 1))  # (B, 1) in (0, 1]: inverse-CDF sampling
+    return (cdf < u).sum(-1)  # the first id whose cdf reaches u; never one of probability 0
+
+
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, rng=None, use_cache=True):
+    """Yield (B,) arrays of new token ids, one per step, continuing the prompt ids (B, T)."""
+    if temperature < 0.0:
+        raise ValueError(f"generate: temperature must be >= 0, got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"generate: top_k must be >= 1, got {top_k}")
+    rng = np.random.default_rng(rng)
+    model.eval()
+    L = model.cfg["context_length"]
+    seq = np.asarray(idx, dtype=np.int64)
+    if seq.ndim != 2 or seq.shape[1] == 0:
+        raise ValueError(f"generate: idx must be (B, T) with T >= 1 prompt tokens, got shape {seq.shape}")
+    cache = KVCache(model)
+    pending = seq[:, -L:]  # what the cache has not seen yet
+    for _ in range(max_new_tokens):
+        if not use_cache:
+            logits = model.forward(seq[:, -L:])[:, -1]  # (B, V)
+        else:
+            if cache.length + pending.shape[1] > L:  # slide the window
+                cache.reset()
+                pending = seq[:, -(L // 2 or 1) :]
+            logits = cache.forward(pending)[:, -1]  # (B, V)
+        nxt = sample_next(logits, temperature, top_k, rng)  # (B,)
+        seq = np.concatenate([seq, nxt[:, None]], axis=1)  # (B, T + 1)
+        pending = nxt[:, None]
+        yield nxt

@@ -1,0 +1,200 @@
+"""The training loop: nanoGPT's `train.py` for a character-level GPT, in NumPy.
+
+Each iteration: a seeded random batch, forward, cross-entropy, backward, global-norm gradient
+clipping, AdamW at the learning rate of the warm-up + cosine schedule. Every `eval_interval`
+iterations (and at the end) the mean loss over `eval_iters` batches of each split is measured;
+a better validation loss saves `ckpt`, and every evaluation (and Ctrl-C) saves `last`, which
+`resume=True` continues from so that the loss curve is the uninterrupted run's.
+
+Initialization: the book's layers draw Embedding weights from N(0, 1) and Linear weights as
+PyTorch's nn.Linear does. For training from scratch npgpt re-initializes as nanoGPT and GPT-2
+do (`init="nanogpt"`, the default): every weight N(0, 0.02), biases zero, and the two
+projections that write into the residual stream (att.out_proj, ff.layers.2) N(0, 0.02 /
+sqrt(2 * n_layer)). `init="book"` keeps the book's.
+"""
+
+import math
+import signal
+import time
+
+import numpy as np
+
+from . import checkpoint
+from .data import get_batch, prepare
+from .layers.dropout import Dropout
+from .layers.embedding import Embedding
+from .layers.linear import Linear
+from .loss import CrossEntropyLoss
+from .model import GPTModel
+from .optim import AdamW, clip_grad_norm, cosine_lr, decay_groups
+from .progress import Progress, save_loss_plot, stop_flag
+
+DEFAULTS = {  # nanoGPT's CPU run of shakespeare_char (its README)
+    "block_size": 64,
+    "batch_size": 12,
+    "n_layer": 4,
+    "n_head": 4,
+    "n_embd": 128,
+    "max_iters": 2000,
+    "learning_rate": 1e-3,
+    "min_lr": 1e-4,
+    "warmup_iters": 100,
+    "lr_decay_iters": 2000,
+    "dropout": 0.0,
+    "weight_decay": 0.1,
+    "beta1": 0.9,
+    "beta2": 0.99,
+    "grad_clip": 1.0,
+    "eval_interval": 250,
+    "eval_iters": 20,
+    "seed": 1337,
+    "out_dir": "out",
+    "resume": False,
+    "data": None,
+    "dtype": "float32",
+    "init": "nanogpt",
+}
+
+
+def init_nanogpt(model, rng):
+    """Re-initialize `model` in place as nanoGPT / GPT-2 do (see the module docstring)."""
+    std_proj = 0.02 / math.sqrt(2 * model.cfg["n_layers"])
+    for name, mod in model.named_modules():
+        if isinstance(mod, (Linear, Embedding)):
+            proj = name.endswith("att.out_proj") or name.endswith("ff.layers.2")
+            w = mod.weight
+            w.data = (rng.standard_normal(w.data.shape) * (std_proj if proj else 0.02)).astype(w.data.dtype)
+            if isinstance(mod, Linear) and mod.bias is not None:
+                mod.bias.data = np.zeros_like(mod.bias.data)
+    return model
+
+
+def dropout_generators(model):
+    """name -> np.random.Generator of each distinct Dropout generator (saved for resuming)."""
+    gens, seen = {}, set()
+    for name, mod in model.named_modules():
+        if isinstance(mod, Dropout) and id(mod.rng) not in seen:
+            seen.add(id(mod.rng))
+            gens[f"dropout:{name}"] = mod.rng
+    return gens
+
+
+def estimate_loss(model, splits, cfg, rng):
+    """Mean loss over cfg["eval_iters"] batches of each split, in eval mode."""
+    model.eval()
+    ce, out = CrossEntropyLoss(), {}
+    for name, data in splits.items():
+        losses = [
+            ce.forward(model.forward(x), y)
+            for x, y in (
+                get_batch(data, cfg["block_size"], cfg["batch_size"], rng) for _ in range(cfg["eval_iters"])
+            )
+        ]
+        out[name] = float(np.mean(losses))
+    model.train()
+    return out
+
+
+def train(cfg=None, should_stop=None, progress=True, log=print):
+    """Train a char-level GPT with `cfg` (DEFAULTS overridden); returns a summary dict.
+
+    `should_stop(it)` is called after each iteration; True saves `last` and returns, like Ctrl-C.
+    """
+    cfg = {**DEFAULTS, **(cfg or {})}
+    dtype = np.dtype(cfg["dtype"])
+    out_dir, T, B = cfg["out_dir"], cfg["block_size"], cfg["batch_size"]
+    meta = None
+    if cfg["resume"]:
+        meta, model_sd, optim_sd = checkpoint.load_checkpoint(out_dir, "last")
+        model_cfg = meta["config"]["model"]
+    tok, train_ids, val_ids = prepare(cfg["data"], meta["tokenizer"] if meta else None)
+    if not cfg["resume"]:
+        model_cfg = {
+            "vocab_size": tok.vocab_size,
+            "context_length": T,
+            "emb_dim": cfg["n_embd"],
+            "n_heads": cfg["n_head"],
+            "n_layers": cfg["n_layer"],
+            "drop_rate": cfg["dropout"],
+            "qkv_bias": False,
+        }
+    model = GPTModel(model_cfg, rng=cfg["seed"])
+    if cfg["init"] == "nanogpt":
+        init_nanogpt(model, np.random.default_rng([cfg["seed"], 1]))
+    model.astype(dtype)
+    betas, seed = (cfg["beta1"], cfg["beta2"]), cfg["seed"]
+    opt = AdamW(decay_groups(model, cfg["weight_decay"]), lr=cfg["learning_rate"], betas=betas, eps=1e-8)
+    # independent streams for the batches, the evaluation batches and dropout, all saved
+    rngs = {"batch": np.random.default_rng([seed, 2]), "eval": np.random.default_rng([seed, 3])}
+    rngs.update(dropout_generators(model))
+    it, curve, evals, best, evaluated = 0, [], [], math.inf, -1
+    if meta is not None:
+        model.load_state_dict(model_sd)
+        opt.load_state_dict(optim_sd)
+        checkpoint.restore_rng(meta, rngs)
+        it, ex = meta["step"], meta["extra"]
+        curve, evals, best, evaluated = ex["curve"], ex["evals"], ex["best_val"], ex["evaluated"]
+    config = {"model": model_cfg, "train": cfg}
+
+    def save(name):
+        extra = {"curve": curve, "evals": evals, "best_val": best, "evaluated": evaluated}
+        checkpoint.save_checkpoint(out_dir, name, model, config, tok, opt, it, rngs, extra)
+
+    ce, tokens, train_time, t_start = CrossEntropyLoss(), 0, 0.0, time.perf_counter()
+    flag, old_handler = stop_flag()
+    bar = Progress(cfg["max_iters"], it, enabled=progress, log=log)
+    try:
+        while True:
+            lr = cosine_lr(
+                it, cfg["learning_rate"], cfg["min_lr"], cfg["warmup_iters"], cfg["lr_decay_iters"]
+            )
+            if (it % cfg["eval_interval"] == 0 or it == cfg["max_iters"]) and evaluated != it:
+                losses = estimate_loss(model, {"train": train_ids, "val": val_ids}, cfg, rngs["eval"])
+                evals.append([it, losses["train"], losses["val"]])
+                evaluated = it
+                bar.write(f"step {it}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+                if losses["val"] < best:
+                    best = losses["val"]
+                    save("ckpt")
+                save("last")
+            if it >= cfg["max_iters"]:
+                break
+            for g in opt.param_groups:
+                g["lr"] = lr
+            t0 = time.perf_counter()
+            x, y = get_batch(train_ids, T, B, rngs["batch"])
+            loss = ce.forward(model.forward(x), y)
+            model.zero_grad()
+            model.backward(ce.backward())
+            if cfg["grad_clip"] > 0.0:
+                clip_grad_norm(model.parameters(), cfg["grad_clip"])
+            opt.step()
+            train_time += time.perf_counter() - t0
+            tokens += B * T
+            curve.append([it, loss])
+            it += 1
+            bar.update(loss=loss, lr=lr, tok_s=tokens / train_time)
+            if flag.is_set() or (should_stop is not None and should_stop(it)):
+                bar.write(f"stopping at step {it}: saving {out_dir}/last (resume with --resume)")
+                save("last")
+                break
+    finally:
+        bar.close()
+        if old_handler is not None:
+            signal.signal(signal.SIGINT, old_handler)
+    plot = save_loss_plot(curve, evals, f"{out_dir}/loss.png")
+    last = evals[-1] if evals else [it, math.nan, math.nan]
+    return {
+        "step": it,
+        "curve": curve,
+        "evals": evals,
+        "best_val": best,
+        "train_loss": last[1],
+        "val_loss": last[2],
+        "tokens_per_s": tokens / train_time if train_time else 0.0,
+        "wall_time": time.perf_counter() - t_start,
+        "interrupted": it < cfg["max_iters"],
+        "plot": plot,
+        "model": model,
+        "tokenizer": tok,
+    }

@@ -1,0 +1,1 @@
+"""Property-based tests: mathematical facts every component must satisfy, on drawn inputs."""

@@ -1,0 +1,189 @@
+"""Training: the loop learns, checkpoints and resumes onto the uninterrupted loss curve, Ctrl-C
+saves and exits cleanly, the CLI's defaults are nanoGPT's CPU configuration."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from npgpt.cli import build_parser
+from npgpt.data import load_corpus
+from npgpt.model import GPTModel
+from npgpt.train import init_nanogpt, train
+from tests.asserts import assert_close, assert_equal
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def tiny(tmp_path, text=None, **over):
+    data = tmp_path / "corpus.txt"
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    if not data.exists():
+        data.write_text(text if text is not None else load_corpus()[:20000], encoding="utf-8")
+    cfg = {
+        "data": str(data),
+        "out_dir": str(tmp_path / "out"),
+        "block_size": 8,
+        "batch_size": 4,
+        "n_layer": 1,
+        "n_head": 2,
+        "n_embd": 16,
+        "max_iters": 12,
+        "warmup_iters": 2,
+        "lr_decay_iters": 12,
+        "eval_interval": 5,
+        "eval_iters": 2,
+        "dtype": "float64",
+        "learning_rate": 1e-2,
+        "min_lr": 1e-3,
+    }
+    return {**cfg, **over}
+
+
+def test_learns_a_deterministic_sequence(tmp_path):
+    # "abcd" repeated: the next character is a function of the current one, so the entropy is 0
+    r = train(
+        tiny(
+            tmp_path, text="abcd" * 300, max_iters=150, lr_decay_iters=150, eval_interval=150, dtype="float32"
+        ),
+        progress=False,
+    )
+    assert r["evals"][0][2] > math.log(4) - 0.3, f"initial val loss {r['evals'][0][2]} is not ~ln 4"
+    assert r["val_loss"] < 0.05, f"val loss {r['val_loss']} after 150 iterations on a 4-cycle"
+
+
+def test_checkpoints_and_summary(tmp_path):
+    cfg = tiny(tmp_path)
+    r = train(cfg, progress=False)
+    assert r["step"] == 12 and not r["interrupted"]
+    assert [e[0] for e in r["evals"]] == [0, 5, 10, 12], "evaluations at 0, every 5 and at the end"
+    assert [c[0] for c in r["curve"]] == list(range(12))
+    out = Path(cfg["out_dir"])
+    best = json.loads((out / "ckpt.json").read_text())
+    last = json.loads((out / "last.json").read_text())
+    vals = [e[2] for e in r["evals"]]
+    assert last["step"] == 12 and last["extra"]["best_val"] == min(vals)
+    assert best["step"] == [e[0] for e in r["evals"]][int(np.argmin(vals))], "ckpt is not the best val step"
+    assert r["tokens_per_s"] > 0 and r["best_val"] == min(vals)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.2])
+def test_resume_reproduces_the_uninterrupted_run(tmp_path, dropout):
+    full = train(tiny(tmp_path / "a", dropout=dropout), progress=False)
+    part = train(tiny(tmp_path / "b", dropout=dropout), should_stop=lambda it: it == 7, progress=False)
+    assert part["step"] == 7 and part["interrupted"]
+    rest = train(tiny(tmp_path / "b", dropout=dropout, resume=True), progress=False)
+    assert_equal("loss curve (resumed vs uninterrupted)", np.array(rest["curve"]), np.array(full["curve"]))
+    assert_equal("evaluations", np.array(rest["evals"]), np.array(full["evals"]))
+    for (k, p), (_, q) in zip(
+        full["model"].named_parameters(), rest["model"].named_parameters(), strict=True
+    ):
+        assert_equal(k, q.data, p.data)
+
+
+def test_nanogpt_init():
+    cfg = dict(
+        vocab_size=50, context_length=8, emb_dim=64, n_heads=4, n_layers=3, drop_rate=0.0, qkv_bias=True
+    )
+    model = init_nanogpt(GPTModel(cfg, rng=0), np.random.default_rng(0))
+    for name, p in model.named_parameters():
+        if name.endswith("bias"):
+            assert not p.data.any(), f"{name} is not zero"
+        elif name.endswith("weight"):
+            std = 0.02 / math.sqrt(6) if ("out_proj" in name or "layers.2" in name) else 0.02
+            assert abs(p.data.std() - std) < 0.15 * std, f"{name}: std {p.data.std():.4g}, expected {std:.4g}"
+    assert_equal("final_norm.scale", model.final_norm.scale.data, np.ones(64))
+
+
+def test_cli_defaults_are_nanogpts_cpu_run():
+    a = build_parser().parse_args(["train"])
+    expected = {
+        "block_size": 64,
+        "batch_size": 12,
+        "n_layer": 4,
+        "n_head": 4,
+        "n_embd": 128,
+        "max_iters": 2000,
+        "learning_rate": 1e-3,
+        "min_lr": 1e-4,
+        "warmup_iters": 100,
+        "lr_decay_iters": 2000,
+        "dropout": 0.0,
+        "weight_decay": 0.1,
+        "beta2": 0.99,
+        "grad_clip": 1.0,
+        "dtype": "float32",
+        "data": None,
+        "resume": False,
+    }
+    got = {k: getattr(a, k) for k in expected}
+    assert got == expected, (
+        f"defaults differ: { {k: (got[k], v) for k, v in expected.items() if got[k] != v} }"
+    )
+
+
+def _cli(tmp_path, *extra):
+    c = tiny(tmp_path)
+    args = (
+        f"train --data {c['data']} --out-dir {c['out_dir']} --block-size 8 --batch-size 4 --n-layer 1 "
+        "--n-head 2 --n-embd 16 --warmup-iters 2 --lr-decay-iters 12 --eval-interval 5 --eval-iters 2 "
+        "--learning-rate 1e-2 --min-lr 1e-3 --dtype float64"
+    )
+    return [sys.executable, "-m", "npgpt", *args.split(), *extra]
+
+
+def test_ctrl_c_saves_and_resume_continues(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        _cli(tmp_path, "--max-iters", "1000000"),
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    last = tmp_path / "out" / "last.json"
+    deadline = time.monotonic() + 60
+    while not last.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, f"exit status {proc.returncode} after Ctrl-C; stderr:\n{err[-2000:]}"
+    assert "stopping at step" in out + err and "stopped at step" in out, f"stdout:\n{out}\nstderr:\n{err}"
+    meta = json.loads(last.read_text())
+    k = meta["step"]
+    assert 1 <= k < 1000000 and len(meta["extra"]["curve"]) == k
+    # continue in-process for 3 more steps; compare with an uninterrupted run of k + 3 steps
+    rest = train(tiny(tmp_path, max_iters=k + 3, resume=True), progress=False)
+    full = train(tiny(tmp_path / "ref", max_iters=k + 3), progress=False)
+    assert_close(
+        "resumed loss curve", np.array(rest["curve"]), np.array(full["curve"]), rtol=1e-9, atol=1e-12
+    )
+
+
+def test_cli_train_end_to_end(tmp_path):
+    r = subprocess.run(
+        _cli(tmp_path, "--max-iters", "6", "--no-progress"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "done at step 6" in r.stdout and "val loss" in r.stdout, r.stdout
+    assert (tmp_path / "out" / "ckpt.npz").exists() and (tmp_path / "out" / "last.npz").exists()
+
+
+def test_loss_plot(tmp_path):
+    pytest.importorskip("matplotlib", reason="the loss plot needs matplotlib (the `plots` extra)")
+    r = train(tiny(tmp_path, max_iters=3), progress=False)
+    assert r["plot"] and Path(r["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
