@@ -1,9 +1,10 @@
 """Sampling from a GPTModel with a key/value cache.
 
-`KVCache` is an inference-only path that reads the model's parameters and replays its forward
-(the same equations as npgpt/layers/*.py, docs/model.md) without caching anything for a
-backward. Each attention layer keeps the keys and values of the tokens seen so far, so a new
-token costs one position's work: its q, k, v, one row of attention scores, one MLP row.
+`KVCache` is an inference path through the model's own modules (docs/model.md): the
+LayerNorms, Linears and feed-forward networks run their usual forward on the new positions
+only, and attention, the one part that looks at earlier positions, is replayed here with the
+keys and values of the tokens seen so far. So a new token costs one position's work: its
+q, k, v, one row of attention scores, one MLP row.
 
 When the cache is full (context_length positions) the window slides: the cache is rebuilt
 from the last context_length // 2 tokens, since the positional embeddings of every cached
@@ -13,22 +14,6 @@ token change when the window moves.
 import math
 
 import numpy as np
-
-
-def _layernorm(ln, x):
-    n = x.shape[-1] - 1 if ln.unbiased else x.shape[-1]
-    xmu = x - x.mean(-1, keepdims=True)  # (B, T, C)
-    var = (xmu * xmu).sum(-1, keepdims=True) / n  # (B, T, 1)
-    return xmu / np.sqrt(var + ln.eps) * ln.scale.data + ln.shift.data  # (B, T, C)
-
-
-def _linear(lin, x):
-    out = x @ lin.weight.data.T  # (B, T, out)
-    return out + lin.bias.data if lin.bias is not None else out
-
-
-def _gelu(x):
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * (x * x * x))))
 
 
 class KVCache:
@@ -52,7 +37,7 @@ class KVCache:
         def heads(t):
             return t.reshape(B, T, nh, hs).transpose(0, 2, 1, 3)  # (B, nh, T, hs)
 
-        q, k, v = heads(_linear(att.W_query, x)), heads(_linear(att.W_key, x)), heads(_linear(att.W_value, x))
+        q, k, v = heads(att.W_query.forward(x)), heads(att.W_key.forward(x)), heads(att.W_value.forward(x))
         if self.keys[i] is not None:
             k = np.concatenate([self.keys[i], k], axis=2)  # (B, nh, t + T, hs)
             v = np.concatenate([self.values[i], v], axis=2)  # (B, nh, t + T, hs)
@@ -64,7 +49,7 @@ class KVCache:
         scores = np.exp(scores - scores.max(-1, keepdims=True))
         scores /= scores.sum(-1, keepdims=True)  # (B, nh, T, t + T)
         ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(B, T, nh * hs)  # (B, T, d_out)
-        return _linear(att.out_proj, ctx)  # (B, T, E)
+        return att.out_proj.forward(ctx)  # (B, T, E)
 
     def forward(self, idx):
         """idx: (B, T) new token ids at positions length .. length + T - 1 -> logits (B, T, V)."""
@@ -79,11 +64,10 @@ class KVCache:
         pos = np.arange(self.length, self.length + T)  # (T,)
         x = m.tok_emb.weight.data[idx] + m.pos_emb.weight.data[pos]  # (B, T, E)
         for i, blk in enumerate(m.trf_blocks):
-            x = x + self._attend(i, blk.att, _layernorm(blk.norm1, x))  # (B, T, E)
-            ff = blk.ff.layers
-            x = x + _linear(ff[2], _gelu(_linear(ff[0], _layernorm(blk.norm2, x))))  # (B, T, E)
+            x = x + self._attend(i, blk.att, blk.norm1.forward(x))  # (B, T, E)
+            x = x + blk.ff.forward(blk.norm2.forward(x))  # (B, T, E)
         self.length += T
-        return _linear(m.out_head, _layernorm(m.final_norm, x))  # (B, T, V)
+        return m.out_head.forward(m.final_norm.forward(x))  # (B, T, V)
 
 
 def sample_next(logits, temperature, top_k, rng):

@@ -172,15 +172,15 @@ def test_dtype_of_cached_logits():
 
 
 def test_a_cached_step_works_on_one_position(monkeypatch):
-    import npgpt.generate as g
+    from npgpt import Linear
 
     model = GPTModel(
         dict(vocab_size=7, context_length=8, emb_dim=4, n_heads=2, n_layers=2, drop_rate=0.0, qkv_bias=True),
         rng=0,
     )
     seen = []
-    real = g._linear
-    monkeypatch.setattr(g, "_linear", lambda lin, x: seen.append(x.shape[1]) or real(lin, x))
+    real = Linear.forward
+    monkeypatch.setattr(Linear, "forward", lambda lin, x: seen.append(x.shape[1]) or real(lin, x))
     steps = generate(model, np.array([[1, 2, 3]]), 4, temperature=0.0)
     next(steps)  # the prompt: 3 positions through every projection
     assert set(seen) == {3}, f"prefill saw position counts {sorted(set(seen))}"
