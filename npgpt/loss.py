@@ -3,10 +3,20 @@
 Math and the fused gradient softmax(logits) - onehot(target): docs/loss.md (equations 1-4).
 """
 
+from collections import namedtuple
+
 import numpy as np
 
 from ._checks import cache_of, float_input, index_input
+from .layers._workspace import buffer
 from .module import Module
+
+
+class LossCache(namedtuple("LossCache", "expz sumexp y keep n shape")):
+    """What backward reads: exp(z - max) (N, V) and its row sums (N, 1), the targets (N,), which
+    rows count (N,), how many, and the logits' shape."""
+
+    __slots__ = ()
 
 
 class CrossEntropyLoss(Module):
@@ -40,23 +50,29 @@ class CrossEntropyLoss(Module):
                 f"{where}: every target is ignore_index ({self.ignore_index}); the mean is undefined"
             )
         zmax = z.max(-1, keepdims=True)  # (N, 1)
-        shifted = z - zmax  # (N, V), the max subtracted so exp cannot overflow
-        logsumexp = np.log(np.exp(shifted).sum(-1, keepdims=True))  # (N, 1)
-        logp = shifted - logsumexp  # (N, V)   eq. 1: log-softmax
+        # exp(z - zmax) is computed in place in a buffer kept across calls: at V = 50257 each
+        # fresh (N, V) array costs its page faults, and the old code made four
+        expz = buffer(self, "expz", z.shape, z.dtype)  # (N, V)
+        np.subtract(z, zmax, out=expz)  # the max subtracted so exp cannot overflow
+        np.exp(expz, out=expz)
+        sumexp = expz.sum(-1, keepdims=True)  # (N, 1)
         rows = np.arange(len(y))
-        nll = -logp[rows, y]  # (N,)   eq. 2
+        logp_y = (z[rows, y] - zmax[:, 0]) - np.log(sumexp[:, 0])  # (N,)   eq. 1: log-softmax at y
+        nll = -logp_y  # (N,)   eq. 2
         loss = float(nll[keep].sum(dtype=np.float64) / n)  # eq. 3
-        # kept for backward: the log-probabilities, targets, which rows count, and how many
-        self.cache = (logp, y, keep, n, logits.shape)
+        # kept for backward: exp(z - zmax) and its row sums (softmax = expz / sumexp), the
+        # targets, which rows count, and how many
+        self.cache = LossCache(expz, sumexp, y, keep, n, logits.shape)
         return loss
 
     def backward(self, dout=1.0):
         """dout: the scalar gradient of the final loss (1.0) -> dlogits, logits' shape."""
-        logp, y, keep, n, shape = cache_of(self, self.cache)
+        expz, sumexp, y, keep, n, shape = cache_of(self, self.cache)
         if np.ndim(dout) != 0:
             raise ValueError(f"CrossEntropyLoss.backward: dout must be a scalar, got shape {np.shape(dout)}")
-        # eq. 4: dlogits = (softmax(logits) - onehot(target)) / n on kept rows, 0 on ignored rows
-        dlogits = np.exp(logp)  # (N, V)
-        dlogits[np.arange(len(y)), y] -= 1.0
-        dlogits *= (keep * (float(dout) / n)).astype(logp.dtype)[:, None]
+        rowscale = (keep * (float(dout) / n)).astype(expz.dtype)[:, None]  # (N, 1): dout / n, 0 if ignored
+        # eq. 4: dlogits = (softmax(logits) - onehot(target)) / n on kept rows, 0 on ignored rows;
+        # softmax's division by sumexp is folded into the row scale: one pass over (N, V)
+        dlogits = expz * (rowscale / sumexp)  # (N, V)   eq. 4
+        dlogits[np.arange(len(y)), y] -= rowscale[:, 0]
         return dlogits.reshape(shape)

@@ -7,6 +7,8 @@ Math: docs/block.md. A shortcut's gradient is the sum of the two paths: dout flo
 through the identity and also back through the branch (equations 1-4).
 """
 
+from collections import namedtuple
+
 import numpy as np
 
 from .._checks import cache_of, float_input, grad_output
@@ -15,6 +17,12 @@ from .attention import MultiHeadAttention
 from .dropout import Dropout
 from .feedforward import FeedForward
 from .layernorm import LayerNorm
+
+
+class BlockCache(namedtuple("BlockCache", "drop1 drop2 shape")):
+    """What backward reads: the two dropout calls' caches (one module, applied twice) and x's shape."""
+
+    __slots__ = ()
 
 
 class TransformerBlock(Module):
@@ -50,7 +58,7 @@ class TransformerBlock(Module):
         h = self.drop_shortcut.forward(self.ff.forward(self.norm2.forward(x1)))  # (B, T, E)
         drop2 = self.drop_shortcut.cache
         out = x1 + h  # (B, T, E)   eq. 2
-        self.cache = (drop1, drop2, x.shape)
+        self.cache = BlockCache(drop1, drop2, x.shape)
         return out
 
     def backward(self, dout):

@@ -4,10 +4,18 @@ so the expected output equals the input and eval mode needs no rescaling.
 Math: docs/dropout.md (equations 1-2).
 """
 
+from collections import namedtuple
+
 import numpy as np
 
 from .._checks import cache_of, float_input, grad_output
 from ..module import Module
+
+
+class DropoutCache(namedtuple("DropoutCache", "mask scale shape dtype")):
+    """What backward reads: the keep-mask (None for the identity), the scale 1/(1-p), x's shape and dtype."""
+
+    __slots__ = ()
 
 
 class Dropout(Module):
@@ -25,7 +33,7 @@ class Dropout(Module):
         """x: (...) float -> out: (...). `mask` (x's shape, True = keep) replaces the random draw."""
         x = float_input("Dropout.forward", "x", x, None, ndim_min=0)
         if mask is None and (not self.training or self.p == 0.0):
-            self.cache = (None, 0.0, x.shape, x.dtype)  # identity: nothing to keep
+            self.cache = DropoutCache(None, 0.0, x.shape, x.dtype)  # identity: nothing to keep
             return x.copy()
         if mask is None:
             mask = self.rng.random(x.shape) >= self.p  # (...) bool, True = keep
@@ -37,7 +45,7 @@ class Dropout(Module):
         scale = 0.0 if self.p == 1.0 else 1.0 / (1.0 - self.p)  # a Python float keeps x's dtype
         out = x * mask * scale  # (...)   eq. 1
         # kept for backward: the keep-mask and the scale
-        self.cache = (mask, scale, x.shape, x.dtype)
+        self.cache = DropoutCache(mask, scale, x.shape, x.dtype)
         return out
 
     def backward(self, dout):

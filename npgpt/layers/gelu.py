@@ -6,17 +6,25 @@ Math and the derivative: docs/gelu.md (equations 1-5).
 """
 
 import math
+from collections import namedtuple
 
 import numpy as np
 
 from .._checks import cache_of, float_input, grad_output
 from ..module import Module
+from ._workspace import blockwise, buffer
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)  # a Python float: keeps float32 arrays float32
 COEF = 0.044715
 # For |x| above this, tanh(u) is exactly +-1 in float32 and float64 (u > 170), so clipping x
 # here changes no result and keeps x^3 from overflowing for huge inputs.
 X_SATURATED = 30.0
+
+
+class GELUCache(namedtuple("GELUCache", "xc t shape")):
+    """What backward reads: x clipped to [-30, 30], t = tanh(u), and x's shape."""
+
+    __slots__ = ()
 
 
 class GELU(Module):
@@ -29,21 +37,61 @@ class GELU(Module):
     def forward(self, x):
         """x: (...) float -> out: (...) same shape and dtype."""
         x = float_input("GELU.forward", "x", x, None, ndim_min=0)
-        xc = np.clip(x, -X_SATURATED, X_SATURATED)  # (...)
-        u = SQRT_2_OVER_PI * (xc + COEF * (xc * xc * xc))  # (...)   eq. 1
-        t = np.tanh(u)  # (...)   eq. 2
-        out = 0.5 * x * (1.0 + t)  # (...)   eq. 3
+        x = np.ascontiguousarray(x)
+        # speed: the cache lives in buffers kept across calls (no fresh pages each step), and
+        # the passes run in place, block by block, on every core (_workspace.blockwise)
+        xc = buffer(self, "xc", x.shape, x.dtype)  # (...) x clipped
+        t = buffer(self, "t", x.shape, x.dtype)  # (...) tanh(u)
+        out = np.empty_like(x)  # (...)
+
+        def gelu(x, xc, t, out):
+            np.clip(x, -X_SATURATED, X_SATURATED, out=xc)
+            # u = sqrt(2/pi) * (x + 0.044715 x^3), as sqrt(2/pi) * x * (1 + 0.044715 x^2), in t
+            np.multiply(xc, xc, out=t)
+            t *= COEF
+            t += 1.0
+            t *= xc
+            t *= SQRT_2_OVER_PI  # u   eq. 1
+            np.tanh(t, out=t)  # t = tanh(u)   eq. 2
+            # eq. 3, out = 0.5 * x * (1 + t), evaluated through a = |x| so that the identity
+            # GELU(x) - GELU(-x) = x holds to the last bit: t and u are odd, so |t| = tanh(u(a))
+            # and g = 0.5 * a * (1 + |t|) = GELU(a); for x < 0, GELU(x) = g - a, a subtraction
+            # that is exact since a/2 <= g <= a (docs/gelu.md)
+            np.abs(t, out=out)
+            out += 1.0
+            out *= 0.5  # before a: (1 + |t|) * a would overflow for x near the dtype's max
+            a = np.abs(x)  # (block)
+            out *= a  # g = GELU(|x|)
+            np.subtract(out, a, out=out, where=x < 0)  # out = 0.5 * x * (1 + t)   eq. 3
+
+        blockwise(gelu, x, xc, t, out)
         # kept for backward: the (clipped) input and tanh(u)
-        self.cache = (xc, t, x.shape)
+        self.cache = GELUCache(xc, t, x.shape)
         return out
 
     def backward(self, dout):
         """dout: (...) -> dx: (...)."""
         xc, t, shape = cache_of(self, self.cache)
         dout = grad_output(self, dout, shape, t.dtype)
-        # forward: out = 0.5 * x * (1 + t),  t = tanh(u),  u = sqrt(2/pi) * (x + 0.044715 x^3)
-        du_dx = SQRT_2_OVER_PI * (1.0 + (3.0 * COEF) * (xc * xc))  # (...)   eq. 4
-        # eq. 5: product rule; d tanh(u)/du = 1 - t^2. Where |x| was clipped, 1 - t^2 is 0.
-        dgelu = 0.5 * (1.0 + t) + 0.5 * xc * (1.0 - t * t) * du_dx  # (...)
-        dx = dout * dgelu  # (...)
+        dout = np.ascontiguousarray(dout)
+        dx = np.empty_like(dout)  # (...)
+
+        def dgelu(dout, xc, t, dx):
+            # forward: out = 0.5 * x * (1 + t),  t = tanh(u),  u = sqrt(2/pi) * (x + 0.044715 x^3)
+            du_dx = xc * xc  # (block)
+            du_dx *= 3.0 * COEF
+            du_dx += 1.0
+            du_dx *= SQRT_2_OVER_PI  # du/dx = sqrt(2/pi) * (1 + 3 * 0.044715 x^2)   eq. 4
+            # eq. 5: product rule; d tanh(u)/du = 1 - t^2. Where |x| was clipped, 1 - t^2 is 0.
+            # dgelu = 0.5 * (1 + t) + 0.5 * x * (1 - t^2) * du/dx, built in dx, then times dout
+            np.multiply(t, t, out=dx)
+            np.subtract(1.0, dx, out=dx)
+            dx *= xc
+            dx *= du_dx
+            dx += t
+            dx += 1.0
+            dx *= 0.5  # dgelu   eq. 5
+            dx *= dout
+
+        blockwise(dgelu, dout, xc, t, dx)
         return dx

@@ -5,10 +5,20 @@ Variance is the mean of squared deviations (biased, as in GPT-2 and the book); `
 divides by n-1 instead (`x.std(-1)` in *Learn Generative AI with PyTorch*, section 9.2.2).
 """
 
+from collections import namedtuple
+
 import numpy as np
 
 from .._checks import cache_of, float_input, grad_output
 from ..module import Module, Parameter
+from ._workspace import blockwise, buffer
+
+
+class LayerNormCache(namedtuple("LayerNormCache", "xhat rstd n")):
+    """What backward reads: the normalized rows xhat (..., C), 1/sqrt(var + eps) (..., 1), and the
+    variance's divisor n (C, or C - 1 when unbiased)."""
+
+    __slots__ = ()
 
 
 class LayerNorm(Module):
@@ -30,35 +40,58 @@ class LayerNorm(Module):
         x = float_input("LayerNorm.forward", "x", x, self.dtype, last_dim=self.emb_dim)
         C = x.shape[-1]
         n = C - 1 if self.unbiased else C  # the variance's divisor, eq. 2
-        mu = x.mean(-1, keepdims=True)  # (..., 1)   eq. 1
-        xmu = x - mu  # (..., C)
-        # second pass: for rows far from zero (float32 values ~1e4) the first mean is off by a
-        # few ulps of the offset; x - mu is exact there, so its mean recovers the lost digits
-        xmu -= xmu.mean(-1, keepdims=True)
-        var = (xmu * xmu).sum(-1, keepdims=True) / n  # (..., 1)   eq. 2
-        rstd = 1.0 / np.sqrt(var + self.eps)  # (..., 1)   eq. 3
-        xhat = xmu * rstd  # (..., C)   eq. 4
-        out = xhat * self.scale.data + self.shift.data  # (..., C)   eq. 5
+        x = np.ascontiguousarray(x)
+        scale, shift, eps = self.scale.data, self.shift.data, self.eps
+        # speed: the cache lives in buffers kept across calls, and the row passes run in
+        # place, in blocks of rows that stay in cache, on every core (_workspace.blockwise)
+        xhat = buffer(self, "xhat", x.shape, x.dtype)  # (..., C)
+        rstd = buffer(self, "rstd", x.shape[:-1] + (1,), x.dtype)  # (..., 1)
+        out = np.empty_like(x)  # (..., C)
+
+        def layernorm(x, xhat, rstd, out):  # a block of rows
+            mu = x.mean(-1, keepdims=True)  # eq. 1
+            np.subtract(x, mu, out=xhat)
+            # second pass: for rows far from zero (float32 values ~1e4) the first mean is off by
+            # a few ulps of the offset; x - mu is exact there, so its mean recovers the lost digits
+            xhat -= xhat.mean(-1, keepdims=True)
+            var = (xhat * xhat).sum(-1, keepdims=True) / n  # eq. 2
+            np.divide(1.0, np.sqrt(var + eps), out=rstd)  # eq. 3
+            xhat *= rstd  # eq. 4
+            np.multiply(xhat, scale, out=out)
+            out += shift  # eq. 5
+
+        blockwise(layernorm, x, xhat, rstd, out)
         # kept for backward: the normalized rows and the reciprocal standard deviations
-        self.cache = (xhat, rstd, n)
+        self.cache = LayerNormCache(xhat, rstd, n)
         return out
 
     def backward(self, dout):
         """dout: (..., C) -> dx: (..., C); adds into scale.grad and shift.grad."""
         xhat, rstd, n = cache_of(self, self.cache)
-        dout = grad_output(self, dout, xhat.shape, xhat.dtype)
-        C = xhat.shape[-1]
-        # forward: out = xhat * scale + shift
-        self.shift.grad += dout.reshape(-1, C).sum(0)  # (C,)   eq. 6
-        self.scale.grad += (dout * xhat).reshape(-1, C).sum(0)  # (C,)   eq. 7
-        dxhat = dout * self.scale.data  # (..., C)   eq. 8
-        # forward: xhat = (x - mean(x)) / sqrt(var + eps), var over n = C or C - 1
-        # eq. 9: dx = rstd * (dxhat - mean(dxhat) - xhat * sum(dxhat * xhat) / n)
-        #   term 1 is the direct path, term 2 the path through the mean,
-        #   term 3 the path through the variance
-        term2 = dxhat.mean(-1, keepdims=True)  # (..., 1)
-        term3 = (dxhat * xhat).sum(-1, keepdims=True) / n  # (..., 1)
-        dx = (dxhat - term2 - xhat * term3) * rstd  # (..., C)
+        dout = np.ascontiguousarray(grad_output(self, dout, xhat.shape, xhat.dtype))
+        scale = self.scale.data
+        dx = np.empty_like(dout)  # (..., C)
+
+        def layernorm_backward(dout, xhat, rstd, dx):  # a block of rows
+            # forward: out = xhat * scale + shift; eq. 6 and 7 summed over this block's rows
+            dshift = dout.sum(0)  # (C,)   eq. 6
+            dscale = (dout * xhat).sum(0)  # (C,)   eq. 7
+            dxhat = dout * scale  # (rows, C)   eq. 8
+            # forward: xhat = (x - mean(x)) / sqrt(var + eps), var over n = C or C - 1
+            # eq. 9: dx = rstd * (dxhat - mean(dxhat) - xhat * sum(dxhat * xhat) / n)
+            #   term 1 is the direct path, term 2 the path through the mean,
+            #   term 3 the path through the variance
+            term2 = dxhat.mean(-1, keepdims=True)  # (rows, 1)
+            term3 = (dxhat * xhat).sum(-1, keepdims=True) / n  # (rows, 1)
+            np.multiply(xhat, term3, out=dx)
+            np.subtract(dxhat, dx, out=dx)
+            dx -= term2
+            dx *= rstd  # eq. 9
+            return dshift, dscale
+
+        for dshift, dscale in blockwise(layernorm_backward, dout, xhat, rstd, dx):
+            self.shift.grad += dshift
+            self.scale.grad += dscale
         return dx
 
     def __repr__(self):

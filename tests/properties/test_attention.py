@@ -22,8 +22,8 @@ def build(setup, dtype, seed):
 
 
 def attention_weights(mha):
-    """The softmax weights (B, nh, T, T) of the last forward, before dropout (cache slot 3)."""
-    return mha.cache[3]
+    """The softmax weights (B, nh, T, T) of the last forward, before dropout (cache.att)."""
+    return mha.cache.att
 
 
 @given(setup=attention_setups(), dtype=dtypes(), seed=seeds, data=st.data())

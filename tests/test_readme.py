@@ -1,0 +1,15 @@
+"""The README's Python examples run as written (so they cannot drift from the code)."""
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_readme_python_blocks_run(capsys):
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+    assert blocks, "README.md has no ```python example"
+    for i, code in enumerate(blocks):
+        exec(compile(code, f"README.md python block {i}", "exec"), {})
+    out = capsys.readouterr().out
+    assert "gradcheck LayerNorm" in out and "overall: PASS" in out, out
