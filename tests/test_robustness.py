@@ -242,6 +242,7 @@ def test_bad_input_raises_an_error_naming_module_and_shapes(what, call, exc, pat
 BAD_VALUES = st.sampled_from([np.nan, np.inf, -np.inf])
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # NaN, as documented
 @given(dtype=dtypes(), bad=BAD_VALUES, data=st.data())
 def test_nan_and_inf_propagate_through_layernorm_row_by_row(dtype, bad, data):
     x = data.draw(arrays(dtype, (3, 4), bound=5.0), label="x")
@@ -255,6 +256,7 @@ def test_nan_and_inf_propagate_through_layernorm_row_by_row(dtype, bad, data):
     assert_equal("the other rows", out[others], clean[others])
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # NaN, as documented
 @given(dtype=dtypes(), bad=BAD_VALUES, data=st.data())
 def test_nan_and_inf_propagate_through_gelu_elementwise(dtype, bad, data):
     x = data.draw(arrays(dtype, (5,), bound=5.0), label="x")
@@ -272,6 +274,7 @@ def test_nan_and_inf_propagate_through_gelu_elementwise(dtype, bad, data):
     assert_equal("GELU at the finite positions", out[keep], GELU().forward(x)[keep])
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # NaN, as documented
 @given(dtype=dtypes(), bad=BAD_VALUES, data=st.data())
 def test_nan_and_inf_propagate_through_linear_row_by_row(dtype, bad, data):
     x = data.draw(arrays(dtype, (3, 4), bound=5.0), label="x")
@@ -285,6 +288,7 @@ def test_nan_and_inf_propagate_through_linear_row_by_row(dtype, bad, data):
     assert_close("the other rows", out[others], lin.forward(x)[others], rtol=0, atol=0)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # NaN, as documented
 @given(dtype=dtypes(), bad=BAD_VALUES, data=st.data())
 def test_nan_and_inf_reach_every_later_attention_output(dtype, bad, data):
     """A bad token at (b, t) makes out[b, t:] non-finite (they attend to it); other batch items are
@@ -299,6 +303,7 @@ def test_nan_and_inf_reach_every_later_attention_output(dtype, bad, data):
     assert_equal(f"attention out[{1 - b}]", out[1 - b], clean[1 - b])
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # NaN, as documented
 @given(dtype=dtypes(), data=st.data())
 def test_nan_and_inf_in_logits(dtype, data):
     logits = data.draw(arrays(dtype, (3, 4), bound=5.0), label="logits")

@@ -55,14 +55,15 @@ class GELU(Module):
             np.tanh(t, out=t)  # t = tanh(u)   eq. 2
             # eq. 3, out = 0.5 * x * (1 + t), evaluated through a = |x| so that the identity
             # GELU(x) - GELU(-x) = x holds to the last bit: t and u are odd, so |t| = tanh(u(a))
-            # and g = 0.5 * a * (1 + |t|) = GELU(a); for x < 0, GELU(x) = g - a, a subtraction
+            # and g = 0.5 * a * (1 + |t|) = GELU(a); for x < 0, GELU(x) = g + x = g - a, a subtraction
             # that is exact since a/2 <= g <= a (docs/gelu.md)
             np.abs(t, out=out)
             out += 1.0
             out *= 0.5  # before a: (1 + |t|) * a would overflow for x near the dtype's max
             a = np.abs(x)  # (block)
             out *= a  # g = GELU(|x|)
-            np.subtract(out, a, out=out, where=x < 0)  # out = 0.5 * x * (1 + t)   eq. 3
+            np.minimum(x, 0.0, out=a)  # x where x < 0, else 0 (a's memory reused)
+            out += a  # out = 0.5 * x * (1 + t)   eq. 3: g - |x| for x < 0, g for x >= 0
 
         blockwise(gelu, x, xc, t, out)
         # kept for backward: the (clipped) input and tanh(u)
