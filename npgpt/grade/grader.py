@@ -137,7 +137,9 @@ def grade(submission, only=None, seed=None, rubric=None, timeout=10.0, memory_mb
     if not keys:
         keys = list(SPECS)
         result.notes.append(
-            "the submission defines none of the graded classes or function pairs "
+            f"{syntax}; every component scores 0"
+            if syntax
+            else "the submission defines none of the graded classes or function pairs "
             f"({', '.join(s.cls for s in SPECS.values())}); every component scores 0"
         )
     for key in keys:

@@ -138,3 +138,12 @@ def test_grader_works_from_a_copy_of_the_package_elsewhere(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "total: 10/10" in proc.stdout, proc.stdout
+
+
+def test_a_missing_submission_file_still_gives_a_valid_zero_report(tmp_path, capsys):
+    results = tmp_path / "results.json"
+    status = main(["grade", str(tmp_path / "absent.py"), "--format", "gradescope", "--results", str(results)])
+    assert status == 0
+    report = json.loads(results.read_text())
+    assert report["score"] == 0 and report["tests"], report
+    assert "cannot read the submission" in report["output"], report["output"]
