@@ -11,6 +11,7 @@ its fused ops. Method and results: docs/bench.md.
 """
 
 import math
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -152,20 +153,28 @@ def step_fn(model, idx, targets, loss_fn=None):
     return fn
 
 
-def torch_module():
-    """npgpt._bench_torch when torch imports, else None."""
-    try:
-        from . import _bench_torch
-    except ImportError:
+def load_twin(path):
+    """The PyTorch twin module at `path` (benchmarks/torch_twin.py in a checkout), or None.
+
+    npgpt never imports torch itself: the comparison code lives outside the package and is
+    loaded from its file only when asked for, in an environment that has torch."""
+    if path is None:
         return None
-    return _bench_torch
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("npgpt_torch_twin", path)
+    if spec is None or not os.path.isfile(path):
+        raise FileNotFoundError(f"npgpt bench: no torch twin at {path!r}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # raises ImportError when torch is not installed
+    return module
 
 
 def run(
     quick=False,
     repeats=5,
     warmup=1,
-    use_torch=None,
+    torch_twin=None,
     profile=False,
     peak=True,
     drop_rate=0.0,
@@ -175,14 +184,12 @@ def run(
     pause=None,
 ):
     """Run the benchmark; returns a dict of Timing objects and figures (see format_report)."""
-    tb = torch_module() if use_torch in (None, True) else None
-    if use_torch and tb is None:
-        raise RuntimeError("npgpt bench: --torch asked for, but torch does not import")
+    tb = load_twin(torch_twin)
     say = progress or (lambda msg: None)
     pause = (0.05 if tb else 0.0) if pause is None else pause  # idle threads of the other library
     cfg, comp_shape, step_shapes = settings(quick, drop_rate)
     res = {
-        "env": blas_info() + (f"; {tb.info()}" if tb else "; torch not importable"),
+        "env": blas_info() + (f"; {tb.info()}" if tb else "; no torch twin (--torch-twin)"),
         "quick": quick,
         "repeats": repeats,
         "warmup": warmup,
@@ -220,7 +227,7 @@ def run(
         if peak:
             say(f"peak memory B{B}xT{T}")
             kinds = ["npgpt"] + (["torch_book", "torch_fused"] if tb else [])
-            row["peak"] = {k: peak_rss(cfg, B, T, k) for k in kinds}
+            row["peak"] = {k: peak_rss(cfg, B, T, k, twin=torch_twin) for k in kinds}
         if profile:
             say(f"profile B{B}xT{T}")
             row["profile"] = profile_step(model, idx, targets, repeats=max(1, min(repeats, 3)))

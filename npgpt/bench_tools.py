@@ -172,10 +172,11 @@ def _peak_main(spec):
     model, _ = build_model(cfg)
     idx, targets = step_batch(cfg, B, T)
     if kind != "npgpt":
-        from . import _bench_torch
+        from .bench import load_twin
 
-        model = _bench_torch.like(model, cfg, book=kind == "torch_book")
-        fn = _bench_torch.step_fn(model, idx, targets)
+        twin = load_twin(spec["twin"])
+        model = twin.like(model, cfg, book=kind == "torch_book")
+        fn = twin.step_fn(model, idx, targets)
     else:
         fn = step_fn(model, idx, targets)
     reset = _rss_peak_reset()
@@ -184,9 +185,10 @@ def _peak_main(spec):
     print(json.dumps({"peak": _rss_peak(), "since_reset": reset}))
 
 
-def peak_rss(cfg, B, T, kind="npgpt", steps=2):
+def peak_rss(cfg, B, T, kind="npgpt", steps=2, twin=None):
     """Peak RSS in bytes of `steps` training steps (params and grads included), in a fresh process."""
-    spec = json.dumps({"cfg": cfg, "B": B, "T": T, "kind": kind, "steps": steps})
+    twin = os.path.abspath(twin) if twin else None
+    spec = json.dumps({"cfg": cfg, "B": B, "T": T, "kind": kind, "steps": steps, "twin": twin})
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
     code = f"import json, npgpt.bench_tools as b; b._peak_main(json.loads({spec!r}))"

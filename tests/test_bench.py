@@ -66,7 +66,7 @@ def test_gemm_floor_runs_exactly_the_listed_products():
 
 
 def test_quick_run_reports_every_case_with_positive_ordered_timings():
-    res = bench.run(quick=True, repeats=2, warmup=1, use_torch=False, profile=True, peak=True)
+    res = bench.run(quick=True, repeats=2, warmup=1, torch_twin=None, profile=True, peak=True)
     labels = [r["label"].split()[0] for r in res["components"]]
     assert labels == ["LayerNorm", "GELU", "FeedForward", "MultiHeadAttention", "TransformerBlock"], labels
     rows = res["components"] + res["steps"]
@@ -76,7 +76,7 @@ def test_quick_run_reports_every_case_with_positive_ordered_timings():
                 t = row[key]
                 assert len(t.times) == 2, f"{row['label']} {key}: {len(t.times)} timings, expected 2"
                 assert 0 < t.min <= t.median <= t.max, f"{row['label']} {key}: times {t.times}"
-        assert "torch_book" not in row, f"{row['label']}: torch timed although use_torch=False"
+        assert "torch_book" not in row, f"{row['label']}: torch timed without a torch twin"
     assert [(r["B"], r["T"]) for r in res["steps"]] == [(2, 16), (1, 64)]
     cfg, _, _ = bench.settings(quick=True)
     n_params = sum(p.data.size for p in bench.build_model(cfg)[0].parameters())
@@ -116,10 +116,27 @@ def test_step_fn_runs_a_real_backward_and_profile_restores_the_methods():
 
 
 def test_cli_bench_quick_prints_the_step_rows(capsys):
-    status = main(
-        ["bench", "--quick", "--repeats", "1", "--warmup", "0", "--no-torch", "--no-peak", "--only", "steps"]
-    )
+    status = main(["bench", "--quick", "--repeats", "1", "--warmup", "0", "--no-peak", "--only", "steps"])
     out = capsys.readouterr().out
     assert status == 0, f"npgpt bench exited {status}"
     for label in ("step B2xT16", "step B1xT64", "GEMM floor", "npgpt / floor"):
         assert label in out, f"npgpt bench output misses {label!r}:\n{out}"
+
+
+def test_the_package_never_imports_torch():
+    import re
+    from pathlib import Path
+
+    pkg = Path(bench.__file__).resolve().parent
+    users = [
+        str(p.relative_to(pkg))
+        for p in pkg.rglob("*.py")
+        if re.search(r"^\s*(import torch|from torch)", p.read_text(encoding="utf-8"), flags=re.M)
+    ]
+    assert not users, f"npgpt/ imports torch in {users}; the torch twin lives in benchmarks/"
+
+
+def test_a_missing_torch_twin_is_a_clear_error(tmp_path):
+    assert bench.load_twin(None) is None
+    with pytest.raises(FileNotFoundError, match="no torch twin at"):
+        bench.load_twin(str(tmp_path / "absent.py"))

@@ -1,5 +1,5 @@
 """`npgpt bench`: time components and the GPT-2 124M training step against the GEMM floor and,
-when torch imports, PyTorch eager (the book's code and fused ops). Method: docs/bench.md.
+with --torch-twin, PyTorch eager (the book's code and fused ops). Method: docs/bench.md.
 """
 
 import json
@@ -15,7 +15,13 @@ def add_arguments(parser):
     parser.add_argument(
         "--profile", action="store_true", help="show where the step's time goes, per component"
     )
-    parser.add_argument("--no-torch", action="store_true", help="skip PyTorch even if it imports")
+    parser.add_argument(
+        "--torch-twin",
+        default=None,
+        metavar="FILE",
+        help="also time PyTorch: the twin models in FILE (benchmarks/torch_twin.py in a checkout; "
+        "needs torch installed)",
+    )
     parser.add_argument("--no-peak", action="store_true", help="skip the peak-memory subprocesses")
     parser.add_argument("--only", choices=["components", "steps"], default=None, help="run one part only")
     parser.add_argument("--dropout", type=float, default=0.0, help="drop_rate of the model (default 0.0)")
@@ -94,7 +100,7 @@ def run(args):
         quick=args.quick,
         repeats=args.repeats,
         warmup=args.warmup,
-        use_torch=False if args.no_torch else None,
+        torch_twin=args.torch_twin,
         profile=args.profile,
         peak=not args.no_peak,
         drop_rate=args.dropout,

@@ -1,4 +1,5 @@
-"""PyTorch references for `npgpt bench` (imported only when torch is importable; never required).
+"""PyTorch twins for `npgpt bench --torch-twin benchmarks/torch_twin.py` (needs torch; never
+imported by npgpt itself, which has no torch dependency: the benchmark loads this file by path).
 
 `book=True` is the book's ch. 3-4 module code (LayerNorm and GELU written out, the attention
 mask and softmax by hand); `book=False` swaps in PyTorch's fused ops: F.layer_norm (what
