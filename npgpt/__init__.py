@@ -3,6 +3,7 @@
 The public contract (names, arguments, the forward/backward protocol) is API.md; see README.md.
 """
 
+from . import _blas_threads  # noqa: F401  (first: it must run before NumPy loads OpenBLAS)
 from .gpt2 import load_gpt2
 from .gradcheck import GradcheckReport, gradcheck, numerical_gradient
 from .layers import (

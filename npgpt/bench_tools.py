@@ -199,8 +199,10 @@ def peak_rss(cfg, B, T, kind="npgpt", steps=2, twin=None):
 
 
 def blas_info():
-    """Which BLAS numpy runs (threadpoolctl when installed) and the OPENBLAS_CORETYPE setting."""
+    """Which BLAS numpy runs (threadpoolctl when installed), the OPENBLAS_CORETYPE setting and
+    OPENBLAS_THREAD_TIMEOUT (npgpt sets 16 when it is imported before NumPy)."""
     core = os.environ.get("OPENBLAS_CORETYPE", "unset")
+    timeout = os.environ.get("OPENBLAS_THREAD_TIMEOUT", "unset")
     try:
         from threadpoolctl import threadpool_info
 
@@ -212,4 +214,4 @@ def blas_info():
         blas = "; ".join(libs) or "unknown"
     except ImportError:
         blas = "unknown (pip install npgpt[bench], i.e. threadpoolctl, to see the kernel)"
-    return f"numpy {np.__version__}, BLAS {blas}, OPENBLAS_CORETYPE={core}"
+    return f"numpy {np.__version__}, BLAS {blas}, OPENBLAS_CORETYPE={core}, OPENBLAS_THREAD_TIMEOUT={timeout}"

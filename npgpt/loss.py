@@ -8,7 +8,7 @@ from collections import namedtuple
 import numpy as np
 
 from ._checks import cache_of, float_input, index_input
-from .layers._workspace import buffer
+from .layers._workspace import blockwise, buffer
 from .module import Module
 
 
@@ -49,13 +49,20 @@ class CrossEntropyLoss(Module):
             raise ValueError(
                 f"{where}: every target is ignore_index ({self.ignore_index}); the mean is undefined"
             )
-        zmax = z.max(-1, keepdims=True)  # (N, 1)
-        # exp(z - zmax) is computed in place in a buffer kept across calls: at V = 50257 each
-        # fresh (N, V) array costs its page faults, and the old code made four
+        # exp(z - zmax) is computed in place in a buffer kept across calls (at V = 50257 each
+        # fresh (N, V) array costs its page faults), block by block on every core, so the
+        # passes over each block run in cache (_workspace.blockwise)
         expz = buffer(self, "expz", z.shape, z.dtype)  # (N, V)
-        np.subtract(z, zmax, out=expz)  # the max subtracted so exp cannot overflow
-        np.exp(expz, out=expz)
-        sumexp = expz.sum(-1, keepdims=True)  # (N, 1)
+        zmax = np.empty((len(z), 1), z.dtype)  # (N, 1)
+        sumexp = np.empty((len(z), 1), z.dtype)  # (N, 1)
+
+        def softmax_parts(z, expz, zmax, sumexp):  # a block of rows
+            np.max(z, axis=-1, keepdims=True, out=zmax)
+            np.subtract(z, zmax, out=expz)  # the max subtracted so exp cannot overflow
+            np.exp(expz, out=expz)
+            np.sum(expz, axis=-1, keepdims=True, out=sumexp)
+
+        blockwise(softmax_parts, np.ascontiguousarray(z), expz, zmax, sumexp)
         rows = np.arange(len(y))
         logp_y = (z[rows, y] - zmax[:, 0]) - np.log(sumexp[:, 0])  # (N,)   eq. 1: log-softmax at y
         nll = -logp_y  # (N,)   eq. 2

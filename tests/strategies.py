@@ -94,6 +94,7 @@ def attention_setups(draw, max_heads=3, max_head_dim=4, max_context=7, max_batch
         "dropout": draw(st.sampled_from([0.0, 0.2])),
         "B": draw(st.integers(1, max_batch)),
         "T": draw(st.integers(1, context)),
+        "tile_rows": draw(st.sampled_from([1, 2, 3, 128])),  # query rows per tile: many tiles, or one
     }
 
 

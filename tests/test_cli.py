@@ -30,7 +30,7 @@ def test_python_dash_m_npgpt_check_passes():
 
 def test_check_exits_1_when_a_backward_is_wrong(monkeypatch, capsys):
     def broken_backward(self, dout):
-        xc, t, _ = self.cache
+        _x, t = self.cache
         return dout * 0.5 * (1.0 + t)  # the product rule's second term is missing
 
     monkeypatch.setattr(gelu.GELU, "backward", broken_backward)

@@ -26,8 +26,8 @@ class LayerNormNoMeanTerm(LayerNorm):
 
 class GELUNoSech(GELU):
     def backward(self, dout):
-        xc, t, _ = self.cache
-        return dout * (0.5 * (1 + t) + 0.5 * xc * SQRT_2_OVER_PI * (1 + 3 * COEF * xc * xc))
+        x, t = self.cache
+        return dout * (0.5 * (1 + t) + 0.5 * x * SQRT_2_OVER_PI * (1 + 3 * COEF * x * x))
 
 
 class LinearTransposedDW(Linear):
@@ -40,8 +40,8 @@ class LinearTransposedDW(Linear):
 
 class AttentionNoScaleInBackward(MultiHeadAttention):
     def backward(self, dout):
-        q, k, v, att, att_d, shape = self.cache
-        B, T, _ = shape
+        q, k, v, B, T = self.cache.q, self.cache.k, self.cache.v, *self.cache.shape[:2]
+        att, att_d = self.cache.weights(), self.cache.weights(dropped=True)
         dctx = self._split_heads(self.out_proj.backward(dout), B, T)
         datt = dctx @ v.swapaxes(-2, -1)
         dv = att_d.swapaxes(-2, -1) @ dctx

@@ -19,15 +19,28 @@ from .dropout import Dropout
 from .linear import Linear
 
 
-class AttentionCache(namedtuple("AttentionCache", "q k v att att_d shape")):
-    """What backward reads: the heads' (scaled) q, k, v (B, nh, T, hs), the attention weights
-    (B, nh, T, T) before and after dropout, and the input's shape."""
+class AttentionCache(namedtuple("AttentionCache", "q k v att att_d drop tiles shape")):
+    """What backward reads: the heads' (scaled) q, k, v (B, nh, T, hs); the attention weights
+    before and after dropout, one (B, nh, i1 - i0, c) array per tile of query rows (see
+    MultiHeadAttention.forward); each tile's dropout cache (None without dropout); the tiles
+    (i0, i1, lo, c); and the input's shape. `weights()` puts the tiles together."""
 
     __slots__ = ()
+
+    def weights(self, dropped=False):
+        """The attention weights as one (B, nh, T, T) array, 0 where masked (after dropout if `dropped`)."""
+        B, T = self.shape[0], self.shape[1]
+        tiles = self.att_d if dropped else self.att
+        full = np.zeros((B, tiles[0].shape[1], T, T), tiles[0].dtype)  # (B, nh, T, T)
+        for (i0, i1, _lo, c), a in zip(self.tiles, tiles):
+            full[:, :, i0:i1, :c] = a
+        return full
 
 
 class MultiHeadAttention(Module):
     """MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False, rng=None)."""
+
+    tile_rows = 128  # query rows per tile (see forward); measured best here at T = 1024
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False, rng=None):
         super().__init__()
@@ -64,80 +77,107 @@ class MultiHeadAttention(Module):
                 f"MultiHeadAttention.forward: x has T = {T} tokens (shape {x.shape}), more than "
                 f"context_length = {self.context_length}"
             )
-        # speed (docs/bench.md): 1/sqrt(hs) scales q, T x hs, instead of the T x T scores; the
-        # scores live in a buffer kept across calls; mask and softmax run in place, in row blocks
-        # on every core; an identity dropout is skipped rather than copying the T x T weights
+        nh, hs = self.num_heads, self.head_dim
+        # speed (docs/attention.md, "Tiles"): the weights are computed per tile of query rows,
+        # each against only the keys its rows may see (about half of the T x T products and
+        # memory at T = 1024), in one buffer kept across calls; 1/sqrt(hs) scales q, T x hs, not
+        # the scores; mask and softmax run in place, in row blocks on every core
         q = self.W_query.forward(x)  # (B, T, d_out)   eq. 1
-        q *= 1.0 / math.sqrt(self.head_dim)  # eq. 13, the scaling, moved onto q
+        q *= 1.0 / math.sqrt(hs)  # eq. 13, the scaling, moved onto q
         q = self._split_heads(q, B, T)  # (B, nh, T, hs), scaled
         k = self._split_heads(self.W_key.forward(x), B, T)  # (B, nh, T, hs)
         v = self._split_heads(self.W_value.forward(x), B, T)  # (B, nh, T, hs)
-        att = buffer(self, "att", (B, self.num_heads, T, T), x.dtype)  # (B, nh, T, T)
-        np.matmul(q, k.swapaxes(-2, -1), out=att)  # scores = q k^T / sqrt(hs)   eq. 2
-        future = self.mask[:T, :T].astype(bool)  # (T, T)
-        reach = self._reach(future)  # (T,)
-
-        def masked_softmax(scores, pos):  # a block of rows of att and their query positions
-            c = int(reach[pos[:, 0]].max())  # no row of the block sees a column past c:
-            scores[:, c:] = 0.0  # eq. 3 there sets the weights to exactly 0, without exp and sums
-            s = scores[:, :c]  # (rows, c)
-            np.copyto(s, -np.inf, where=future[pos[:, 0], :c])  # eq. 3: the future gets zero weight
-            s -= s.max(-1, keepdims=True)  # softmax, eq. 4, with the row max subtracted
-            np.exp(s, out=s)
-            s /= s.sum(-1, keepdims=True)
-
-        blockwise(masked_softmax, att, self._positions(B, T))  # att: (B, nh, T, T)
-        identity = not self.training or self.dropout.p == 0.0
-        att_d = att if identity else self.dropout.forward(att)  # (B, nh, T, T)   eq. 5
-        ctx = att_d @ v  # (B, nh, T, hs)   eq. 6
-        out = self.out_proj.forward(self._merge_heads(ctx, B, T))  # (B, T, d_out)   eq. 7
-        # kept for backward: the heads' (scaled) q, k, v and the attention weights before/after dropout
-        self.cache = AttentionCache(q, k, v, att, att_d, x.shape)
+        future = self.mask[:T, :T].astype(bool)  # (T, T), True where eq. 3 masks
+        tiles = self._tiles(future)
+        att = self._tile_arrays(buffer(self, "att", (self._tiles_size(tiles, B),), x.dtype), tiles, B)
+        att_d, drop = [], []
+        ctx = np.empty((B, T, nh, hs), x.dtype)  # heads already merged: eq. 7 needs no copy
+        for (i0, i1, lo, c), a in zip(tiles, att):  # rows i0:i1 see no key at or past c
+            np.matmul(q[:, :, i0:i1], k[:, :, :c].swapaxes(-2, -1), out=a)  # (B, nh, rows, c)   eq. 2
+            np.copyto(a[..., lo:], -np.inf, where=future[i0:i1, lo:c])  # eq. 3, the future masked
+            blockwise(_softmax_rows, a)  # eq. 4
+            a_d = a if self._identity_dropout() else self.dropout.forward(a)  # (B, nh, rows, c)   eq. 5
+            att_d.append(a_d)
+            drop.append(None if a_d is a else self.dropout.cache)
+            np.matmul(a_d, v[:, :, :c], out=ctx.swapaxes(1, 2)[:, :, i0:i1])  # (B, nh, rows, hs)   eq. 6
+        out = self.out_proj.forward(ctx.reshape(B, T, self.d_out))  # (B, T, d_out)   eq. 7
+        # kept for backward: the heads' (scaled) q, k, v, the weights before/after dropout, per tile
+        self.cache = AttentionCache(q, k, v, att, att_d, drop, tiles, x.shape)
         return out
 
-    @staticmethod
-    def _reach(future):
-        """(T,) for each query position, 1 + the last key position the mask lets it see."""
-        T = future.shape[-1]
-        return T - np.argmax(~future[:, ::-1], axis=1)  # (T,); T for a row the mask hides entirely
+    def _identity_dropout(self):
+        return not self.training or self.dropout.p == 0.0  # skipped: no copy of the weights
 
-    def _positions(self, B, T):
-        """(B * nh * T, 1) query position of each row of att viewed as (B * nh * T, T)."""
-        return np.tile(np.arange(T), B * self.num_heads)[:, None]
+    def _tiles(self, future):
+        """(i0, i1, lo, c) for each tile of `tile_rows` query rows i0:i1: no row of it sees a key at
+        or past c, and none is masked before key lo (for the causal mask: lo = i0 + 1, c = i1)."""
+        T = future.shape[-1]
+        reach = T - np.argmax(~future[:, ::-1], axis=1)  # (T,) 1 + the last key a row sees
+        first = np.where(future.any(1), np.argmax(future, axis=1), T)  # (T,) its first masked key
+        tiles = []
+        for i0 in range(0, T, self.tile_rows):  # a few tiles (T / 128), not a loop over tokens
+            i1 = min(i0 + self.tile_rows, T)
+            c = int(reach[i0:i1].max())
+            tiles.append((i0, i1, min(int(first[i0:i1].min()), c), c))
+        return tiles
+
+    def _tiles_size(self, tiles, B):
+        return sum(B * self.num_heads * (i1 - i0) * c for i0, i1, _lo, c in tiles)
+
+    def _tile_arrays(self, flat, tiles, B):
+        """The tiles as C-contiguous (B, nh, i1 - i0, c) views, one after another in `flat`."""
+        arrays, at = [], 0
+        for i0, i1, _lo, c in tiles:
+            shape = (B, self.num_heads, i1 - i0, c)
+            arrays.append(flat[at : at + math.prod(shape)].reshape(shape))
+            at += math.prod(shape)
+        return arrays
 
     def backward(self, dout):
         """dout: (B, T, d_out) -> dx: (B, T, d_in); adds into every Linear's gradients."""
-        q, k, v, att, att_d, shape = cache_of(self, self.cache)
+        q, k, v, att, att_d, drop, tiles, shape = cache_of(self, self.cache)
         B, T, _ = shape
+        nh, hs = self.num_heads, self.head_dim
         dout = grad_output(self, dout, (B, T, self.d_out), q.dtype)
         # forward: out = merge(ctx) @ Wo^T + bo
         dctx = self._split_heads(self.out_proj.backward(dout), B, T)  # (B, nh, T, hs)   eq. 8
-        # forward: ctx = att_d @ v
-        # one T x T scratch shared by every layer (it is dead when backward returns), reused
-        datt_d = scratch("MultiHeadAttention.datt", att.shape, att.dtype)  # (B, nh, T, T)
-        np.matmul(dctx, v.swapaxes(-2, -1), out=datt_d)  # eq. 9
-        dv = att_d.swapaxes(-2, -1) @ dctx  # (B, nh, T, hs)
-        datt = datt_d if att_d is att else self.dropout.backward(datt_d)  # (B, nh, T, T)   eq. 10
-        reach = self._reach(self.mask[:T, :T].astype(bool))  # (T,)
-
-        def softmax_backward(datt, att, pos):  # a block of rows; datt becomes dscores in place
-            # forward: att = softmax(scores); eq. 11, the Jacobian-vector product:
-            # dscores = att * (datt - sum_j(datt * att)); eq. 12: masked entries have att = 0,
-            # so their gradient is exactly 0 and nothing flows to the future
-            c = int(reach[pos[:, 0]].max())  # columns past c are masked for every row of the block
-            datt[:, c:] = 0.0  # eq. 12
-            d, a = datt[:, :c], att[:, :c]  # (rows, c)
-            d -= (d * a).sum(-1, keepdims=True)
-            d *= a  # eq. 11
-
-        blockwise(softmax_backward, datt, att, self._positions(B, T))
-        dscores = datt  # (B, nh, T, T)
-        # forward: scores = q_scaled @ k^T with q_scaled = q / sqrt(hs)
-        dq = dscores @ k  # (B, nh, T, hs)
-        dq *= 1.0 / math.sqrt(self.head_dim)  # eq. 13, the scaling
-        dk = dscores.swapaxes(-2, -1) @ q  # (B, nh, T, hs), q already scaled
+        # one scratch for the tiles' gradients, shared by every layer (dead when backward returns)
+        size = self._tiles_size(tiles, B)
+        datt = self._tile_arrays(scratch("MultiHeadAttention.datt", (size,), q.dtype), tiles, B)
+        # dv, dq, dk: (B, T, nh, hs), heads merged, written through (B, nh, T, hs) views;
+        # dv and dk sum the parts of every tile whose rows saw those keys
+        dv, dk = np.zeros((B, T, nh, hs), q.dtype), np.zeros((B, T, nh, hs), q.dtype)
+        dq = np.empty((B, T, nh, hs), q.dtype)
+        for (i0, i1, _lo, c), a, a_d, d_cache, d in zip(tiles, att, att_d, drop, datt):
+            # forward: ctx = att_d @ v
+            np.matmul(dctx[:, :, i0:i1], v[:, :, :c].swapaxes(-2, -1), out=d)  # datt_d   eq. 9
+            dv.swapaxes(1, 2)[:, :, :c] += a_d.swapaxes(-2, -1) @ dctx[:, :, i0:i1]  # eq. 9
+            if d_cache is not None:  # forward: att_d = dropout(att)
+                self.dropout.cache = d_cache
+                d = self.dropout.backward(d)  # datt   eq. 10
+            # forward: att = softmax(scores); in place, datt becomes dscores   eq. 11-12
+            blockwise(_softmax_backward_rows, d, a)
+            # forward: scores = q_scaled @ k^T with q_scaled = q / sqrt(hs)
+            np.matmul(d, k[:, :, :c], out=dq.swapaxes(1, 2)[:, :, i0:i1])
+            dk.swapaxes(1, 2)[:, :, :c] += d.swapaxes(-2, -1) @ q[:, :, i0:i1]  # q already scaled
+        dq *= 1.0 / math.sqrt(hs)  # eq. 13, the scaling
         # eq. 14: x fed all three projections, so their input gradients add up
-        dx = self.W_query.backward(self._merge_heads(dq, B, T))  # (B, T, d_in)
-        dx += self.W_key.backward(self._merge_heads(dk, B, T))
-        dx += self.W_value.backward(self._merge_heads(dv, B, T))
+        dx = self.W_query.backward(dq.reshape(B, T, self.d_out))  # (B, T, d_in)
+        dx += self.W_key.backward(dk.reshape(B, T, self.d_out))
+        dx += self.W_value.backward(dv.reshape(B, T, self.d_out))
         return dx
+
+
+def _softmax_rows(s):
+    """A block of rows of scores, in place: softmax over each row (masked entries are -inf)."""
+    s -= s.max(-1, keepdims=True)  # softmax, eq. 4, with the row max subtracted
+    np.exp(s, out=s)
+    s /= s.sum(-1, keepdims=True)
+
+
+def _softmax_backward_rows(datt, att):
+    """A block of rows, in place: datt becomes dscores."""
+    # eq. 11, the Jacobian-vector product: dscores = att * (datt - sum_j(datt * att));
+    # eq. 12: masked entries have att = 0, so their gradient is exactly 0
+    datt -= (datt * att).sum(-1, keepdims=True)
+    datt *= att

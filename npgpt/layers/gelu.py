@@ -17,12 +17,12 @@ from ._workspace import blockwise, buffer
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)  # a Python float: keeps float32 arrays float32
 COEF = 0.044715
 # For |x| above this, tanh(u) is exactly +-1 in float32 and float64 (u > 170), so clipping x
-# here changes no result and keeps x^3 from overflowing for huge inputs.
+# here changes no result and keeps x^3 (and x^2 in backward) from overflowing for huge inputs.
 X_SATURATED = 30.0
 
 
-class GELUCache(namedtuple("GELUCache", "xc t shape")):
-    """What backward reads: x clipped to [-30, 30], t = tanh(u), and x's shape."""
+class GELUCache(namedtuple("GELUCache", "x t")):
+    """What backward reads: the input x itself (not a copy) and t = tanh(u), both x's shape."""
 
     __slots__ = ()
 
@@ -38,14 +38,14 @@ class GELU(Module):
         """x: (...) float -> out: (...) same shape and dtype."""
         x = float_input("GELU.forward", "x", x, None, ndim_min=0)
         x = np.ascontiguousarray(x)
-        # speed: the cache lives in buffers kept across calls (no fresh pages each step), and
-        # the passes run in place, block by block, on every core (_workspace.blockwise)
-        xc = buffer(self, "xc", x.shape, x.dtype)  # (...) x clipped
+        # speed: t lives in a buffer kept across calls (no fresh pages each step), the passes
+        # run in place, block by block, on every core (_workspace.blockwise); x itself is kept
+        # for backward, as Linear keeps its input, rather than a copy of it
         t = buffer(self, "t", x.shape, x.dtype)  # (...) tanh(u)
         out = np.empty_like(x)  # (...)
 
-        def gelu(x, xc, t, out):
-            np.clip(x, -X_SATURATED, X_SATURATED, out=xc)
+        def gelu(x, t, out):
+            xc = np.clip(x, -X_SATURATED, X_SATURATED)  # (block) x clipped
             # u = sqrt(2/pi) * (x + 0.044715 x^3), as sqrt(2/pi) * x * (1 + 0.044715 x^2), in t
             np.multiply(xc, xc, out=t)
             t *= COEF
@@ -60,26 +60,27 @@ class GELU(Module):
             np.abs(t, out=out)
             out += 1.0
             out *= 0.5  # before a: (1 + |t|) * a would overflow for x near the dtype's max
-            a = np.abs(x)  # (block)
+            a = np.abs(x, out=xc)  # (block), xc's memory reused
             out *= a  # g = GELU(|x|)
-            np.minimum(x, 0.0, out=a)  # x where x < 0, else 0 (a's memory reused)
+            np.minimum(x, 0.0, out=a)  # x where x < 0, else 0
             out += a  # out = 0.5 * x * (1 + t)   eq. 3: g - |x| for x < 0, g for x >= 0
 
-        blockwise(gelu, x, xc, t, out)
-        # kept for backward: the (clipped) input and tanh(u)
-        self.cache = GELUCache(xc, t, x.shape)
+        blockwise(gelu, x, t, out)
+        # kept for backward: the input (a reference, as Linear keeps its input) and tanh(u)
+        self.cache = GELUCache(x, t)
         return out
 
     def backward(self, dout):
         """dout: (...) -> dx: (...)."""
-        xc, t, shape = cache_of(self, self.cache)
-        dout = grad_output(self, dout, shape, t.dtype)
+        x, t = cache_of(self, self.cache)
+        dout = grad_output(self, dout, x.shape, t.dtype)
         dout = np.ascontiguousarray(dout)
         dx = np.empty_like(dout)  # (...)
 
-        def dgelu(dout, xc, t, dx):
+        def dgelu(dout, x, t, dx):
             # forward: out = 0.5 * x * (1 + t),  t = tanh(u),  u = sqrt(2/pi) * (x + 0.044715 x^3)
-            du_dx = xc * xc  # (block)
+            xc = np.clip(x, -X_SATURATED, X_SATURATED)  # (block) as in forward: x^2 cannot overflow
+            du_dx = np.multiply(xc, xc)  # (block)
             du_dx *= 3.0 * COEF
             du_dx += 1.0
             du_dx *= SQRT_2_OVER_PI  # du/dx = sqrt(2/pi) * (1 + 3 * 0.044715 x^2)   eq. 4
@@ -94,5 +95,5 @@ class GELU(Module):
             dx *= 0.5  # dgelu   eq. 5
             dx *= dout
 
-        blockwise(dgelu, dout, xc, t, dx)
+        blockwise(dgelu, dout, x, t, dx)
         return dx

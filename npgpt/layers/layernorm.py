@@ -49,13 +49,16 @@ class LayerNorm(Module):
         out = np.empty_like(x)  # (..., C)
 
         def layernorm(x, xhat, rstd, out):  # a block of rows
-            mu = x.mean(-1, keepdims=True)  # eq. 1
+            # row sums by einsum: one pass each, no (rows, C) temporary (x.mean and
+            # (xhat * xhat).sum measured 1.3x slower here)
+            mu = np.einsum("ij->i", x)[:, None] * (1.0 / C)  # (rows, 1)   eq. 1
             np.subtract(x, mu, out=xhat)
             # second pass: for rows far from zero (float32 values ~1e4) the first mean is off by
             # a few ulps of the offset; x - mu is exact there, so its mean recovers the lost digits
-            xhat -= xhat.mean(-1, keepdims=True)
-            var = (xhat * xhat).sum(-1, keepdims=True) / n  # eq. 2
-            np.divide(1.0, np.sqrt(var + eps), out=rstd)  # eq. 3
+            xhat -= np.einsum("ij->i", xhat)[:, None] * (1.0 / C)
+            var = np.einsum("ij,ij->i", xhat, xhat)[:, None] * (1.0 / n)  # (rows, 1)   eq. 2
+            np.sqrt(var + eps, out=rstd)
+            np.divide(1.0, rstd, out=rstd)  # eq. 3
             xhat *= rstd  # eq. 4
             np.multiply(xhat, scale, out=out)
             out += shift  # eq. 5
@@ -69,22 +72,24 @@ class LayerNorm(Module):
         """dout: (..., C) -> dx: (..., C); adds into scale.grad and shift.grad."""
         xhat, rstd, n = cache_of(self, self.cache)
         dout = np.ascontiguousarray(grad_output(self, dout, xhat.shape, xhat.dtype))
-        scale = self.scale.data
+        scale, C = self.scale.data, xhat.shape[-1]
         dx = np.empty_like(dout)  # (..., C)
 
         def layernorm_backward(dout, xhat, rstd, dx):  # a block of rows
             # forward: out = xhat * scale + shift; eq. 6 and 7 summed over this block's rows
-            dshift = dout.sum(0)  # (C,)   eq. 6
-            dscale = (dout * xhat).sum(0)  # (C,)   eq. 7
-            dxhat = dout * scale  # (rows, C)   eq. 8
+            dshift = np.einsum("ij->j", dout)  # (C,)   eq. 6
+            p = dout * xhat  # (rows, C)
+            dscale = np.einsum("ij->j", p)  # (C,)   eq. 7
+            # eq. 8, dxhat = dout * scale, enters eq. 9 through its row mean and its row dot
+            # product with xhat; both are taken from dout and p, before dxhat is formed
             # forward: xhat = (x - mean(x)) / sqrt(var + eps), var over n = C or C - 1
             # eq. 9: dx = rstd * (dxhat - mean(dxhat) - xhat * sum(dxhat * xhat) / n)
             #   term 1 is the direct path, term 2 the path through the mean,
             #   term 3 the path through the variance
-            term2 = dxhat.mean(-1, keepdims=True)  # (rows, 1)
-            term3 = (dxhat * xhat).sum(-1, keepdims=True) / n  # (rows, 1)
-            np.multiply(xhat, term3, out=dx)
-            np.subtract(dxhat, dx, out=dx)
+            term2 = np.einsum("ij,j->i", dout, scale)[:, None] * (1.0 / C)  # (rows, 1) mean(dxhat)
+            term3 = np.einsum("ij,j->i", p, scale)[:, None] * (1.0 / n)  # (rows, 1) sum(dxhat xhat)/n
+            np.multiply(dout, scale, out=dx)  # dxhat   eq. 8
+            dx -= np.multiply(xhat, term3, out=p)  # p's memory reused
             dx -= term2
             dx *= rstd  # eq. 9
             return dshift, dscale

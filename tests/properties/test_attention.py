@@ -18,12 +18,15 @@ F32_RTOL = 2e-5
 
 def build(setup, dtype, seed):
     keys = ("d_in", "d_out", "context_length", "dropout", "num_heads", "qkv_bias")
-    return MultiHeadAttention(**{k: setup[k] for k in keys}, rng=seed).astype(dtype)
+    mha = MultiHeadAttention(**{k: setup[k] for k in keys}, rng=seed).astype(dtype)
+    mha.tile_rows = setup["tile_rows"]
+    return mha
 
 
 def attention_weights(mha):
-    """The softmax weights (B, nh, T, T) of the last forward, before dropout (cache.att)."""
-    return mha.cache.att
+    """The softmax weights (B, nh, T, T) of the last forward, before dropout (put together from
+    the cache's tiles)."""
+    return mha.cache.weights()
 
 
 @given(setup=attention_setups(), dtype=dtypes(), seed=seeds, data=st.data())
