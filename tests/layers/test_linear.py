@@ -60,3 +60,19 @@ def test_errors():
     lin.forward(np.ones((2, 4)))
     with pytest.raises(ValueError, match=r"Linear.backward: dout has shape \(2, 4\), expected \(2, 3\)"):
         lin.backward(np.ones((2, 4)))
+
+
+@pytest.mark.parametrize("fan_in,fan_out", [(0, 3), (3, 0)])
+def test_zero_features(fan_in, fan_out):
+    """An empty input or output dimension is a valid (if useless) layer: with no inputs the output
+    is the bias; with no outputs the input gradient is 0. No reshape of an empty array fails."""
+    lin = Linear(fan_in, fan_out, rng=0)
+    x = np.ones((2, 4, fan_in))
+    out = lin.forward(x)
+    assert out.shape == (2, 4, fan_out), f"out has shape {out.shape}, expected (2, 4, {fan_out})"
+    assert_close("out with no inputs = bias", out, np.broadcast_to(lin.bias.data, out.shape), rtol=0, atol=0)
+    dx = lin.backward(np.ones_like(out))
+    assert_close("dx", dx, np.zeros((2, 4, fan_in)), rtol=0, atol=0)
+    assert_close(
+        "bias.grad = dout summed over 8 positions", lin.bias.grad, np.full(fan_out, 8.0), rtol=0, atol=0
+    )
