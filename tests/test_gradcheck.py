@@ -46,9 +46,10 @@ class AttentionNoScaleInBackward(MultiHeadAttention):
         datt = dctx @ v.swapaxes(-2, -1)
         dv = att_d.swapaxes(-2, -1) @ dctx
         ds = att * (datt - (datt * att).sum(-1, keepdims=True))  # the 1/sqrt(hs) is missing
-        dx = self.W_query.backward(self._merge_heads(ds @ k, B, T))
-        dx += self.W_key.backward(self._merge_heads(ds.swapaxes(-2, -1) @ q, B, T))
-        return dx + self.W_value.backward(self._merge_heads(dv, B, T))
+        merge = lambda t: t.transpose(0, 2, 1, 3).reshape(B, T, self.d_out)  # (B, T, d_out)
+        dx = self.W_query.backward(merge(ds @ k))
+        dx += self.W_key.backward(merge(ds.swapaxes(-2, -1) @ q))
+        return dx + self.W_value.backward(merge(dv))
 
 
 class ModifiesInput(GELU):

@@ -63,9 +63,6 @@ class MultiHeadAttention(Module):
     def _split_heads(self, t, B, T):
         return t.reshape(B, T, self.num_heads, self.head_dim).transpose(0, 2, 1, 3)  # (B, nh, T, hs)
 
-    def _merge_heads(self, t, B, T):
-        return t.transpose(0, 2, 1, 3).reshape(B, T, self.d_out)  # (B, T, d_out)
-
     def forward(self, x):
         """x: (B, T, d_in) with T <= context_length -> out: (B, T, d_out)."""
         x = float_input("MultiHeadAttention.forward", "x", x, self.dtype, last_dim=self.d_in)
