@@ -31,7 +31,7 @@ class AttentionCache(namedtuple("AttentionCache", "q k v att att_d drop tiles sh
         """The attention weights as one (B, nh, T, T) array, 0 where masked (after dropout if `dropped`)."""
         B, T = self.shape[0], self.shape[1]
         tiles = self.att_d if dropped else self.att
-        full = np.zeros((B, tiles[0].shape[1], T, T), tiles[0].dtype)  # (B, nh, T, T)
+        full = np.zeros((B, self.q.shape[1], T, T), self.q.dtype)  # (B, nh, T, T)
         for (i0, i1, _lo, c), a in zip(self.tiles, tiles):
             full[:, :, i0:i1, :c] = a
         return full
@@ -109,6 +109,10 @@ class MultiHeadAttention(Module):
         """(i0, i1, lo, c) for each tile of `tile_rows` query rows i0:i1: no row of it sees a key at
         or past c, and none is masked before key lo (for the causal mask: lo = i0 + 1, c = i1)."""
         T = future.shape[-1]
+        if not (isinstance(self.tile_rows, int) and self.tile_rows >= 1):
+            raise ValueError(f"MultiHeadAttention: tile_rows must be an int >= 1, got {self.tile_rows!r}")
+        if T == 0:  # an empty sequence: no rows, no tiles
+            return []
         reach = T - np.argmax(~future[:, ::-1], axis=1)  # (T,) 1 + the last key a row sees
         first = np.where(future.any(1), np.argmax(future, axis=1), T)  # (T,) its first masked key
         tiles = []

@@ -102,6 +102,18 @@ def test_tiles_of_the_causal_mask():
     assert mha._tiles(future[:3, :3]) == [(0, 1, 1, 1), (1, 2, 2, 2), (2, 3, 3, 3)]
 
 
+def test_empty_sequence():
+    """T = 0: no tiles; the output and dx are empty, and no gradient accumulates."""
+    mha = MultiHeadAttention(4, 4, 5, 0.0, 2, qkv_bias=True, rng=0)
+    out = mha.forward(np.ones((2, 0, 4)))
+    assert out.shape == (2, 0, 4), f"out has shape {out.shape}, expected (2, 0, 4)"
+    assert mha.cache.weights().shape == (2, 2, 0, 0)
+    dx = mha.backward(np.ones_like(out))
+    assert dx.shape == (2, 0, 4), f"dx has shape {dx.shape}, expected (2, 0, 4)"
+    for name, p in mha.named_parameters():
+        assert_close(f"{name}.grad after an empty sequence", p.grad, np.zeros_like(p.grad), rtol=0, atol=0)
+
+
 def test_errors():
     with pytest.raises(ValueError, match=r"d_out \(6\) must be divisible by num_heads \(4\)"):
         MultiHeadAttention(4, 6, 8, 0.0, 4)
@@ -117,3 +129,6 @@ def test_errors():
     mha.forward(np.ones((1, 2, 4)))
     with pytest.raises(ValueError, match=r"dout has shape \(1, 3, 4\), expected \(1, 2, 4\)"):
         mha.backward(np.ones((1, 3, 4)))
+    mha.tile_rows = 0
+    with pytest.raises(ValueError, match=r"MultiHeadAttention: tile_rows must be an int >= 1, got 0"):
+        mha.forward(np.ones((1, 2, 4)))
