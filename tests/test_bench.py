@@ -9,9 +9,10 @@ import time
 import numpy as np
 import pytest
 
+import npgpt
 from npgpt import bench
+from npgpt.bench import format_report
 from npgpt.cli import main
-from npgpt.commands.bench import format_report
 
 
 def test_interleave_runs_each_case_once_per_round_and_drops_warmup():
@@ -127,7 +128,7 @@ def test_the_package_never_imports_torch():
     import re
     from pathlib import Path
 
-    pkg = Path(bench.__file__).resolve().parent
+    pkg = Path(npgpt.__file__).resolve().parent
     users = [
         str(p.relative_to(pkg))
         for p in pkg.rglob("*.py")

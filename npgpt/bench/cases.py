@@ -1,0 +1,99 @@
+"""What the benchmark times: the configurations, the components at the 124M sizes, the model
+and its training step, and the PyTorch twin loaded from its file (benchmarks/torch_twin.py).
+"""
+
+import os
+import time
+
+import numpy as np
+
+from .. import GELU, CrossEntropyLoss, FeedForward, GPTModel, LayerNorm, MultiHeadAttention, TransformerBlock
+from ..model import GPT_CONFIG_124M
+
+QUICK_CFG = {
+    "vocab_size": 500,
+    "context_length": 64,
+    "emb_dim": 64,
+    "n_heads": 4,
+    "n_layers": 2,
+    "drop_rate": 0.0,
+    "qkv_bias": False,
+}
+
+
+def settings(quick=False, drop_rate=0.0):
+    """The configuration, component input shape and step shapes of a full or quick run."""
+    cfg = dict(QUICK_CFG if quick else GPT_CONFIG_124M, drop_rate=drop_rate)
+    E = cfg["emb_dim"]
+    comp_shape = (2, 16, E) if quick else (8, 128, E)  # (B, T, C)
+    steps = [(2, 16), (1, 64)] if quick else [(4, 128), (1, 1024)]  # (B, T)
+    return cfg, comp_shape, steps
+
+
+def component_cases(cfg, shape, seed=0):
+    """(label, module, x) for each component at `shape` (B, T, E), in float32."""
+    rng = np.random.default_rng(seed)
+    B, T, E = shape
+    x = rng.standard_normal(shape).astype(np.float32)  # (B, T, E)
+    h = rng.standard_normal((B, T, 4 * E)).astype(np.float32)  # (B, T, 4E)
+    att = MultiHeadAttention(
+        E, E, cfg["context_length"], cfg["drop_rate"], cfg["n_heads"], cfg["qkv_bias"], rng=rng
+    )
+    return [
+        (f"LayerNorm {shape}", LayerNorm(E).astype(np.float32), x),
+        (f"GELU {h.shape}", GELU(), h),
+        (f"FeedForward {shape}", FeedForward(cfg, rng=rng).astype(np.float32), x),
+        (f"MultiHeadAttention {shape}", att.astype(np.float32), x),
+        (f"TransformerBlock {shape}", TransformerBlock(cfg, rng=rng).astype(np.float32), x),
+    ]
+
+
+def fwd_bwd(module, x, dout):
+    """A callable running module's forward and backward once."""
+
+    def fn():
+        module.forward(x)
+        module.backward(dout)
+
+    return fn
+
+
+def build_model(cfg, seed=0):
+    """GPTModel in float32 (built in float64, then cast); returns (model, seconds taken)."""
+    t0 = time.perf_counter()
+    model = GPTModel(cfg, rng=seed).astype(np.float32)
+    return model, time.perf_counter() - t0
+
+
+def step_batch(cfg, B, T, seed=0):
+    rng = np.random.default_rng(seed + 1)
+    return rng.integers(0, cfg["vocab_size"], (B, T)), rng.integers(0, cfg["vocab_size"], (B, T))
+
+
+def step_fn(model, idx, targets, loss_fn=None):
+    """One training step's compute (no optimizer): forward, loss, backward."""
+    loss_fn = CrossEntropyLoss() if loss_fn is None else loss_fn
+
+    def fn():
+        loss = loss_fn.forward(model.forward(idx), targets)
+        model.backward(loss_fn.backward())
+        return loss
+
+    return fn
+
+
+def load_twin(path):
+    """The PyTorch twin module at `path` (benchmarks/torch_twin.py in a checkout), or None.
+
+    npgpt never imports torch itself: the comparison code lives outside the package and is
+    loaded from its file only when asked for, in an environment that has torch."""
+    if path is None:
+        return None
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("npgpt_torch_twin", path)
+    if spec is None or not os.path.isfile(path):
+        raise FileNotFoundError(f"npgpt bench: no torch twin at {path!r}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # raises ImportError when torch is not installed
+    return module

@@ -1,0 +1,77 @@
+"""`run`: the whole benchmark, components then steps, as a dict of timings and figures that
+`format_report` (npgpt/bench/report.py) turns into the tables of docs/bench.md.
+"""
+
+import numpy as np
+
+from .cases import build_model, component_cases, fwd_bwd, load_twin, settings, step_batch, step_fn
+from .floor import gemm_floor_fn, gemm_flops
+from .memory import peak_rss
+from .profile import profile_step
+from .report import blas_info
+from .timing import interleave
+
+
+def run(
+    quick=False,
+    repeats=5,
+    warmup=1,
+    torch_twin=None,
+    profile=False,
+    peak=True,
+    drop_rate=0.0,
+    components=True,
+    steps=True,
+    progress=None,
+    pause=None,
+):
+    """Run the benchmark; returns a dict of Timing objects and figures (see format_report)."""
+    tb = load_twin(torch_twin)
+    say = progress or (lambda msg: None)
+    pause = (0.05 if tb else 0.0) if pause is None else pause  # idle threads of the other library
+    cfg, comp_shape, step_shapes = settings(quick, drop_rate)
+    res = {
+        "env": blas_info() + (f"; {tb.info()}" if tb else "; no torch twin (--torch-twin)"),
+        "quick": quick,
+        "repeats": repeats,
+        "warmup": warmup,
+        "drop_rate": drop_rate,
+        "components": [],
+        "steps": [],
+    }
+    rng = np.random.default_rng(0)
+    for label, module, x in component_cases(cfg, comp_shape) if components else []:
+        say(f"component {label}")
+        dout = rng.standard_normal(module.forward(x).shape).astype(np.float32)
+        fns = {"npgpt": fwd_bwd(module, x, dout)}
+        if tb:
+            fns["torch_book"] = tb.fwd_bwd(tb.like(module, cfg, book=True), x, dout)
+            fns["torch_fused"] = tb.fwd_bwd(tb.like(module, cfg, book=False), x, dout)
+        res["components"].append({"label": label, **interleave(fns, repeats, warmup, pause, min_time=0.2)})
+    if not steps:
+        return res
+    model, res["build_seconds"] = build_model(cfg)
+    for B, T in step_shapes:
+        say(f"step B{B}xT{T}")
+        idx, targets = step_batch(cfg, B, T)
+        fns = {"npgpt": step_fn(model, idx, targets), "floor": gemm_floor_fn(cfg, B, T)}
+        if tb:
+            fns["torch_book"] = tb.step_fn(tb.like(model, cfg, book=True), idx, targets)
+            fns["torch_fused"] = tb.step_fn(tb.like(model, cfg, book=False), idx, targets)
+        row = {
+            "label": f"step B{B}xT{T}",
+            "B": B,
+            "T": T,
+            "flops": gemm_flops(cfg, B, T),
+            **interleave(fns, repeats, warmup, pause),
+        }
+        del fns
+        if peak:
+            say(f"peak memory B{B}xT{T}")
+            kinds = ["npgpt"] + (["torch_book", "torch_fused"] if tb else [])
+            row["peak"] = {k: peak_rss(cfg, B, T, k, twin=torch_twin) for k in kinds}
+        if profile:
+            say(f"profile B{B}xT{T}")
+            row["profile"] = profile_step(model, idx, targets, repeats=max(1, min(repeats, 3)))
+        res["steps"].append(row)
+    return res
