@@ -141,3 +141,43 @@ def test_a_missing_torch_twin_is_a_clear_error(tmp_path):
     assert bench.load_twin(None) is None
     with pytest.raises(FileNotFoundError, match="no torch twin at"):
         bench.load_twin(str(tmp_path / "absent.py"))
+
+
+def test_the_checkouts_twin_is_found_only_when_torch_is_installed(monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
+    real_find_spec = importlib.util.find_spec
+    expected = Path(npgpt.__file__).resolve().parent.parent / "benchmarks" / "torch_twin.py"
+
+    def find_spec(installed):
+        return lambda name, *a: (
+            (object() if installed else None) if name == "torch" else real_find_spec(name, *a)
+        )
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec(installed=True))
+    assert bench.default_twin() == str(expected), (
+        f"with torch installed: {bench.default_twin()!r}, expected {expected}"
+    )
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec(installed=False))
+    assert bench.default_twin() is None, f"without torch: {bench.default_twin()!r}, expected None"
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [([], "found.py"), (["--torch-twin", "named.py"], "named.py"), (["--no-torch"], None)],
+)
+def test_cli_bench_times_torch_by_default_and_not_with_no_torch(monkeypatch, capsys, flags, expected):
+    seen, real_run = {}, bench.run
+
+    def fake_run(**kw):
+        seen.update(kw)
+        return real_run(quick=True, repeats=1, warmup=0, peak=False, components=False, steps=False)
+
+    monkeypatch.setattr(bench, "default_twin", lambda: "found.py")
+    monkeypatch.setattr(bench, "run", fake_run)
+    assert main(["bench", "--quick", *flags]) == 0
+    assert seen["torch_twin"] == expected, (
+        f"npgpt bench {flags}: torch_twin={seen['torch_twin']!r}, expected {expected!r}"
+    )
+    assert "npgpt bench (quick sizes" in capsys.readouterr().out

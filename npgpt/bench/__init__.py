@@ -15,7 +15,17 @@ tables), runner.py (run, all of it in order).
 """
 
 from ..model import GPT_CONFIG_124M
-from .cases import QUICK_CFG, build_model, component_cases, fwd_bwd, load_twin, settings, step_batch, step_fn
+from .cases import (
+    QUICK_CFG,
+    build_model,
+    component_cases,
+    default_twin,
+    fwd_bwd,
+    load_twin,
+    settings,
+    step_batch,
+    step_fn,
+)
 from .floor import gemm_floor_fn, gemm_flops, gemm_shapes
 from .memory import peak_rss
 from .profile import profile_step
@@ -30,6 +40,7 @@ __all__ = [
     "blas_info",
     "build_model",
     "component_cases",
+    "default_twin",
     "format_report",
     "fwd_bwd",
     "gemm_floor_fn",

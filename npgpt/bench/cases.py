@@ -82,6 +82,19 @@ def step_fn(model, idx, targets, loss_fn=None):
     return fn
 
 
+def default_twin():
+    """benchmarks/torch_twin.py of the checkout this npgpt is imported from, when torch is
+    installed (looked up, not imported); otherwise None. A pip-installed npgpt has no checkout
+    beside it: pass the file's path instead (`npgpt bench --torch-twin FILE`)."""
+    import importlib.util
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # above npgpt/
+    path = os.path.join(root, "benchmarks", "torch_twin.py")
+    if os.path.isfile(path) and importlib.util.find_spec("torch") is not None:
+        return path
+    return None
+
+
 def load_twin(path):
     """The PyTorch twin module at `path` (benchmarks/torch_twin.py in a checkout), or None.
 

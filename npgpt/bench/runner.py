@@ -30,8 +30,11 @@ def run(
     say = progress or (lambda msg: None)
     pause = (0.05 if tb else 0.0) if pause is None else pause  # idle threads of the other library
     cfg, comp_shape, step_shapes = settings(quick, drop_rate)
+    torch = (
+        f"; {tb.info()}" if tb else "; PyTorch not timed (not installed, --no-torch, or no --torch-twin FILE)"
+    )
     res = {
-        "env": blas_info() + (f"; {tb.info()}" if tb else "; no torch twin (--torch-twin)"),
+        "env": blas_info() + torch,
         "quick": quick,
         "repeats": repeats,
         "warmup": warmup,

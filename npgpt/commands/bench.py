@@ -21,9 +21,10 @@ def add_arguments(parser):
         "--torch-twin",
         default=None,
         metavar="FILE",
-        help="also time PyTorch: the twin models in FILE (benchmarks/torch_twin.py in a checkout; "
-        "needs torch installed)",
+        help="time PyTorch too: the twin models in FILE (needs torch installed; default: the "
+        "checkout's benchmarks/torch_twin.py, when npgpt runs from a checkout and torch is installed)",
     )
+    parser.add_argument("--no-torch", action="store_true", help="do not time PyTorch, even when installed")
     parser.add_argument("--no-peak", action="store_true", help="skip the peak-memory subprocesses")
     parser.add_argument("--only", choices=["components", "steps"], default=None, help="run one part only")
     parser.add_argument("--dropout", type=float, default=0.0, help="drop_rate of the model (default 0.0)")
@@ -31,13 +32,15 @@ def add_arguments(parser):
 
 
 def run(args):
+    from ..bench import default_twin
     from ..bench import run as bench_run
 
+    twin = None if args.no_torch else args.torch_twin or default_twin()
     res = bench_run(
         quick=args.quick,
         repeats=args.repeats,
         warmup=args.warmup,
-        torch_twin=args.torch_twin,
+        torch_twin=twin,
         profile=args.profile,
         peak=not args.no_peak,
         drop_rate=args.dropout,
