@@ -1,5 +1,6 @@
-"""`npgpt bench`: time components and the GPT-2 124M training step against the GEMM floor and,
-with --torch-twin, PyTorch eager (the book's code and fused ops). Method: docs/bench.md.
+"""`npgpt bench`: time components and the GPT-2 124M training step against the GEMM floor and
+PyTorch eager (the book's code and fused ops), when torch is installed: from a checkout by
+itself, otherwise with --torch-twin FILE. Method: docs/bench.md.
 """
 
 import json
@@ -17,14 +18,15 @@ def add_arguments(parser):
     parser.add_argument(
         "--profile", action="store_true", help="show where the step's time goes, per component"
     )
-    parser.add_argument(
+    torch = parser.add_mutually_exclusive_group()
+    torch.add_argument(
         "--torch-twin",
         default=None,
         metavar="FILE",
         help="time PyTorch too: the twin models in FILE (needs torch installed; default: the "
         "checkout's benchmarks/torch_twin.py, when npgpt runs from a checkout and torch is installed)",
     )
-    parser.add_argument("--no-torch", action="store_true", help="do not time PyTorch, even when installed")
+    torch.add_argument("--no-torch", action="store_true", help="do not time PyTorch, even when installed")
     parser.add_argument("--no-peak", action="store_true", help="skip the peak-memory subprocesses")
     parser.add_argument("--only", choices=["components", "steps"], default=None, help="run one part only")
     parser.add_argument("--dropout", type=float, default=0.0, help="drop_rate of the model (default 0.0)")
