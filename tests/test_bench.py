@@ -182,9 +182,20 @@ def test_cli_bench_times_torch_by_default_and_not_with_no_torch(monkeypatch, cap
         return real_run(quick=True, repeats=1, warmup=0, peak=False, components=False, steps=False)
 
     monkeypatch.setattr(bench, "default_twin", lambda: "found.py")
+    monkeypatch.setattr(bench, "load_twin", lambda path: None)  # the names are not files
     monkeypatch.setattr(bench, "run", fake_run)
     assert main(["bench", "--quick", *flags]) == 0
     assert seen["torch_twin"] == expected, (
         f"npgpt bench {flags}: torch_twin={seen['torch_twin']!r}, expected {expected!r}"
     )
     assert "npgpt bench (quick sizes" in capsys.readouterr().out
+
+
+def test_cli_bench_names_a_missing_or_unloadable_twin_in_one_line(tmp_path, capsys):
+    assert main(["bench", "--quick", "--torch-twin", str(tmp_path / "absent.py")]) == 2
+    assert "no torch twin at" in capsys.readouterr().err
+    twin = tmp_path / "twin.py"
+    twin.write_text("import npgpt_test_no_such_module\n")
+    assert main(["bench", "--quick", "--torch-twin", str(twin)]) == 2
+    err = capsys.readouterr().err
+    assert "needs PyTorch installed" in err and "npgpt_test_no_such_module" in err, err

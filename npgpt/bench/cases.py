@@ -108,5 +108,8 @@ def load_twin(path):
     if spec is None or not os.path.isfile(path):
         raise FileNotFoundError(f"npgpt bench: no torch twin at {path!r}")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # raises ImportError when torch is not installed
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as e:  # torch (or what the twin imports) is not installed here
+        raise ImportError(f"npgpt bench: the torch twin at {path!r} needs PyTorch installed: {e}") from e
     return module

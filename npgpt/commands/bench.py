@@ -34,10 +34,15 @@ def add_arguments(parser):
 
 
 def run(args):
-    from ..bench import default_twin
+    from ..bench import default_twin, load_twin
     from ..bench import run as bench_run
 
     twin = None if args.no_torch else args.torch_twin or default_twin()
+    try:
+        load_twin(twin)  # a missing file or a missing torch: one line, before anything runs
+    except (FileNotFoundError, ImportError) as e:
+        print(e, file=sys.stderr)
+        return 2
     res = bench_run(
         quick=args.quick,
         repeats=args.repeats,
