@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from npgpt import GELU, LayerNorm  # noqa: E402
-from npgpt.explain_nets import explain_attention  # noqa: E402
+from npgpt.explain import explain_attention  # noqa: E402
 
 
 def gelu_zero(lo=-1.0, hi=-0.5):

@@ -1,0 +1,63 @@
+"""Every intermediate of a component's forward and backward, computed step by step from the
+equations of its docs page (docs/<component>.md), in the order a student computes them by hand,
+then compared with the module's own forward and backward.
+
+`explain(component, x=None, seed=0, dout=None, **options)` returns an `Explanation`; the
+`npgpt explain` command prints it. Weights, `dout` and default inputs are drawn from `seed` and
+rounded to 2 decimals, so every number can be checked with a pencil.
+
+One file per component, with the stem of its module and its docs page (layernorm.py beside
+npgpt/layers/layernorm.py and docs/layernorm.md); steps.py holds what they share.
+"""
+
+from .attention import explain_attention
+from .block import explain_block
+from .dropout import explain_dropout
+from .embedding import explain_embedding
+from .feedforward import explain_feedforward
+from .gelu import explain_gelu, gelu_parts
+from .layernorm import BOOK_LAYERNORM_INPUT, explain_layernorm
+from .linear import explain_linear
+from .loss import explain_loss
+from .steps import TOL, Explanation, Step
+
+EXPLAINERS = {
+    "layernorm": explain_layernorm,
+    "gelu": explain_gelu,
+    "linear": explain_linear,
+    "dropout": explain_dropout,
+    "embedding": explain_embedding,
+    "feedforward": explain_feedforward,
+    "attention": explain_attention,
+    "block": explain_block,
+    "loss": explain_loss,
+}
+COMPONENTS = tuple(EXPLAINERS)  # in the order of the docs: the layers, the composites, the loss
+
+
+def explain(component, x=None, seed=0, dout=None, **options):
+    """The Explanation of `component` (see COMPONENTS) for input `x` (default: a small example)."""
+    if component not in EXPLAINERS:
+        raise ValueError(f"explain: unknown component {component!r}; choose one of {', '.join(COMPONENTS)}")
+    return EXPLAINERS[component](x=x, seed=seed, dout=dout, **options)
+
+
+__all__ = [
+    "BOOK_LAYERNORM_INPUT",
+    "COMPONENTS",
+    "EXPLAINERS",
+    "TOL",
+    "Explanation",
+    "Step",
+    "explain",
+    "explain_attention",
+    "explain_block",
+    "explain_dropout",
+    "explain_embedding",
+    "explain_feedforward",
+    "explain_gelu",
+    "explain_layernorm",
+    "explain_linear",
+    "explain_loss",
+    "gelu_parts",
+]
