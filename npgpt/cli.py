@@ -18,6 +18,7 @@ COMMANDS = {
     "train": "npgpt.commands.train",
     "generate": "npgpt.commands.generate",
     "bench": "npgpt.commands.bench",
+    "reference": "npgpt.commands.reference",
 }
 
 
