@@ -19,6 +19,7 @@ COMMANDS = {
     "generate": "npgpt.commands.generate",
     "bench": "npgpt.commands.bench",
     "reference": "npgpt.commands.reference",
+    "compare": "npgpt.commands.compare",
 }
 
 

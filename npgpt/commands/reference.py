@@ -14,9 +14,13 @@ HELP = "write one training step's tensors as a golden reference for another GPT-
 def add_arguments(parser):
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", metavar="NAME", help="a named configuration: " + ", ".join(_config_names()))
-    src.add_argument("--config", metavar="FILE.json", help="GPTModel cfg keys: vocab_size, context_length, ...")
+    src.add_argument(
+        "--config", metavar="FILE.json", help="GPTModel cfg keys: vocab_size, context_length, ..."
+    )
     src.add_argument("--gpt2", metavar="DIR", help="a Hugging Face GPT-2 folder (needs the gpt2 extra)")
-    parser.add_argument("-o", "--out", required=True, metavar="OUT", help="OUT.safetensors or OUT.npz (+ OUT.json)")
+    parser.add_argument(
+        "-o", "--out", required=True, metavar="OUT", help="OUT.safetensors or OUT.npz (+ OUT.json)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="weights and inputs (default: 0)")
     parser.add_argument("--batch", type=int, default=None, help="B (default: 4, or 1 with --text)")
     parser.add_argument("--seq-len", type=int, default=None, help="T (default: 64, at most context_length)")
@@ -26,8 +30,12 @@ def add_arguments(parser):
     parser.add_argument(
         "--scale-weights", type=float, default=1.0, metavar="K", help="multiply every weight by K (stress)"
     )
-    parser.add_argument("--adamw-steps", type=int, default=0, metavar="N", help="also dump params after N AdamW steps")
-    parser.add_argument("--max-memory", type=float, default=None, metavar="GIB", help="refuse above this (default: RAM)")
+    parser.add_argument(
+        "--adamw-steps", type=int, default=0, metavar="N", help="also dump params after N AdamW steps"
+    )
+    parser.add_argument(
+        "--max-memory", type=float, default=None, metavar="GIB", help="refuse above this (default: RAM)"
+    )
 
 
 def _config_names():

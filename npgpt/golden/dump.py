@@ -60,7 +60,9 @@ def check_config(cfg, where):
             raise ReferenceError_(f"{where}: {k} must be an integer in [1, 10^7], got {v!r}")
         out[k] = v
     if out["emb_dim"] % out["n_heads"]:
-        raise ReferenceError_(f"{where}: emb_dim {out['emb_dim']} is not divisible by n_heads {out['n_heads']}")
+        raise ReferenceError_(
+            f"{where}: emb_dim {out['emb_dim']} is not divisible by n_heads {out['n_heads']}"
+        )
     d = cfg["drop_rate"]
     if not (isinstance(d, (int, float)) and not isinstance(d, bool) and 0.0 <= d < 1.0):
         raise ReferenceError_(f"{where}: drop_rate must be a number in [0, 1), got {d!r}")
@@ -115,7 +117,9 @@ def build_inputs(cfg, B, T, seed, tokens=None):
         return rng.integers(0, cfg["vocab_size"], (B, T)), rng.integers(0, cfg["vocab_size"], (B, T))
     tokens = np.asarray(tokens, np.int64)
     if len(tokens) < B * T + 1:
-        raise ReferenceError_(f"--text gives {len(tokens)} tokens; --batch {B} --seq-len {T} needs {B * T + 1}")
+        raise ReferenceError_(
+            f"--text gives {len(tokens)} tokens; --batch {B} --seq-len {T} needs {B * T + 1}"
+        )
     ids = tokens[: B * T].reshape(B, T)
     targets = tokens[1 : B * T + 1].reshape(B, T)
     return ids, targets
@@ -134,7 +138,10 @@ def _adamw_steps(model, ids, targets, steps):
     from ..optim import AdamW, clip_grad_norm, decay_groups
 
     opt = AdamW(
-        decay_groups(model, ADAMW["weight_decay"]), lr=ADAMW["lr"], betas=tuple(ADAMW["betas"]), eps=ADAMW["eps"]
+        decay_groups(model, ADAMW["weight_decay"]),
+        lr=ADAMW["lr"],
+        betas=tuple(ADAMW["betas"]),
+        eps=ADAMW["eps"],
     )
     loss_fn = CrossEntropyLoss()
     for i in range(steps):
@@ -179,7 +186,10 @@ def run_reference(model64, ids, targets, dtype, adamw_steps=0):
     if adamw_steps:
         copy_params_and_grads(rec64)
         copy_params_and_grads(rec32)
-        after = {64: _adamw_steps(model64, ids, targets, adamw_steps), 32: _adamw_steps(model32, ids, targets, adamw_steps)}
+        after = {
+            64: _adamw_steps(model64, ids, targets, adamw_steps),
+            32: _adamw_steps(model32, ids, targets, adamw_steps),
+        }
     if list(rec64.tensors) != list(rec32.tensors):
         raise RuntimeError("the float32 and float64 steps recorded different tensors")
     yard = {}

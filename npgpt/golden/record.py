@@ -74,7 +74,10 @@ def record_step(model, ids, targets, keep_calls=False):
         def hook(mod, grad_output):
             n = counts.get(path, 0)
             cache = getattr(mod, "cache", None)
-            k = next((c.k for (p, _), c in calls.items() if p == path and c.cache is cache and cache is not None), None)
+            k = next(
+                (c.k for (p, _), c in calls.items() if p == path and c.cache is cache and cache is not None),
+                None,
+            )
             if k is None:  # no cache to match: the last forward call is the first backward
                 k = n - 1 - back_counts.get(path, 0)
             back_counts[path] = back_counts.get(path, 0) + 1

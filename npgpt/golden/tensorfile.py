@@ -52,7 +52,7 @@ def write_safetensors(path, tensors, metadata=None):
     for name, a in tensors.items():
         a = np.asarray(a)
         code = st_code(a.dtype)
-        a = np.ascontiguousarray(a, dtype=np.dtype(ST_DTYPES[code]))
+        a = np.asarray(a, dtype=np.dtype(ST_DTYPES[code]), order="C")  # 0-d stays 0-d
         header[name] = {"dtype": code, "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
         offset += a.nbytes
         arrays.append(a)
@@ -72,7 +72,9 @@ def _fail(path, what):
 
 
 def _shape_ok(shape):
-    return isinstance(shape, list) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+    return isinstance(shape, list) and all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
+    )
 
 
 def read_safetensors(path):
@@ -88,7 +90,9 @@ def read_safetensors(path):
             _fail(path, f"not a safetensors file: {size} bytes, shorter than the 8-byte header size")
         n = int.from_bytes(f.read(8), "little")
         if n > min(size - 8, MAX_HEADER):
-            _fail(path, f"not a safetensors file: header size {n} exceeds the file's {size - 8} remaining bytes")
+            _fail(
+                path, f"not a safetensors file: header size {n} exceeds the file's {size - 8} remaining bytes"
+            )
         try:
             header = json.loads(f.read(n).decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -115,10 +119,20 @@ def read_safetensors(path):
         nbytes = math.prod(shape) * dt.itemsize
         b, e = offs
         if not 0 <= b <= e <= data_size:
-            _fail(path, f"tensor {name!r}: data_offsets [{b}, {e}] outside the {data_size} data bytes (truncated?)")
+            _fail(
+                path,
+                f"tensor {name!r}: data_offsets [{b}, {e}] outside the {data_size} data bytes (truncated?)",
+            )
         if e - b != nbytes:
-            _fail(path, f"tensor {name!r}: shape {shape} of {code} needs {nbytes} bytes, data_offsets give {e - b}")
-        out[name] = np.frombuffer(mm, dt, math.prod(shape), 8 + n + b).reshape(shape) if nbytes else np.zeros(shape, dt)
+            _fail(
+                path,
+                f"tensor {name!r}: shape {shape} of {code} needs {nbytes} bytes, data_offsets give {e - b}",
+            )
+        out[name] = (
+            np.frombuffer(mm, dt, math.prod(shape), 8 + n + b).reshape(tuple(shape))
+            if nbytes
+            else np.zeros(tuple(shape), dt)
+        )
     return out, meta
 
 
@@ -150,7 +164,9 @@ def read_folder(path):
     root = path.resolve()
     out = {}
     for i, ent in enumerate(entries):
-        if not (isinstance(ent, dict) and isinstance(ent.get("name"), str) and isinstance(ent.get("file"), str)):
+        if not (
+            isinstance(ent, dict) and isinstance(ent.get("name"), str) and isinstance(ent.get("file"), str)
+        ):
             _fail(mp, f"tensors[{i}] needs string fields name and file")
         name, fp = ent["name"], (path / ent["file"]).resolve()
         if root not in fp.parents:
@@ -169,7 +185,9 @@ def read_folder(path):
             try:
                 a = np.load(fp, allow_pickle=False, mmap_mode="r")
             except (OSError, ValueError) as e:
-                _fail(fp, f"not a readable .npy: {str(e).splitlines()[0][:100] if str(e) else type(e).__name__}")
+                _fail(
+                    fp, f"not a readable .npy: {str(e).splitlines()[0][:100] if str(e) else type(e).__name__}"
+                )
             if shape is not None and list(a.shape) != shape:
                 _fail(fp, f"tensor {name!r} has shape {list(a.shape)}, the name map says {shape}")
         elif fp.suffix == ".bin":
