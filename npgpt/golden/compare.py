@@ -86,6 +86,8 @@ def compare_tensor(ent, theirs, ref, rtol=None):
     row = {"name": ent["name"], "phase": ent["phase"], "shape": ent["shape"]}
     if theirs.dtype.kind not in "fiub":
         raise TensorFileError(f"tensor {ent['name']!r} has dtype {theirs.dtype}, not a number type")
+    if theirs.size == 1 == ref.size:  # a scalar written as [1] (or [1, 1]) is still the scalar
+        theirs = np.reshape(theirs, ref.shape)
     if list(theirs.shape) != list(ref.shape):
         row.update(status="mismatch", why=f"shape {list(theirs.shape)}, expected {list(ref.shape)}")
         return row

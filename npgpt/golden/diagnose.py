@@ -264,16 +264,19 @@ def diagnose(name, theirs, ref, manifest, allowed):
                 out.append(
                     f"{desc} [in {where}: matches to {err_alt:.2g}, the reference is off by {err_ref:.2g}]"
                 )
-    if (
-        nonfinite
-        and name in ("loss", "logits", "dact/out_head")
-        or name == "loss"
-        and not np.all(np.isfinite(t))
-    ):
-        z = float(np.max(np.asarray(ref["logits"], np.float64)))
-        if z > big:
+    if name in ("loss", "logits", "dact/out_head") and not np.all(np.isfinite(t)) and np.all(np.isfinite(r)):
+        z = np.asarray(ref["logits"], np.float64)
+        zmax = float(np.max(z))
+        if np.any(np.isnan(t)) and zmax > big:
             out.append(
                 f"cross-entropy: the softmax / log-sum-exp does not subtract the row max; the largest logit is "
-                f"{z:.4g} and exp overflows above {big:.4g}"
+                f"{zmax:.4g} and exp overflows above {big:.4g}"
+            )
+        elif name == "loss" and np.any(np.isinf(t)):
+            y = np.asarray(ref["input/targets"])[..., None]
+            gap = float(np.max(z.max(-1) - np.take_along_axis(z, y, -1)[..., 0]))
+            out.append(
+                "cross-entropy: the log of a softmax probability that underflowed to 0 (a target's logit is "
+                f"{gap:.4g} below its row's max); take log-softmax as z - max - log(sum(exp(z - max)))"
             )
     return out
