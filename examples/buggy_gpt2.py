@@ -137,8 +137,8 @@ def gpt2_step(P, ids, targets, NH, L, dump):
     x = wte[ids] + wpe[:T]
     dump["act/tok_emb"], dump["act/pos_emb"], dump["act/drop_emb"] = wte[ids], wpe[:T], x
     caches = []
-    for l in range(L):
-        p = f"trf_blocks.{l}."
+    for layer in range(L):
+        p = f"trf_blocks.{layer}."
         qkvw = np.concatenate([P[p + f"att.{n}.weight"] for n in ("W_query", "W_key", "W_value")])
         qkvb = np.concatenate(
             [P.get(p + f"att.{n}.bias", np.zeros(len(qkvw) // 3)) for n in ("W_query", "W_key", "W_value")]
@@ -162,7 +162,7 @@ def gpt2_step(P, ids, targets, NH, L, dump):
             ("norm2", "ff.layers.0", "ff.layers.1", "ff.layers.2", "ff"), (ln2, fch, fch_gelu, fcproj, fcproj)
         ):
             dump[f"act/{p}{n}"] = a
-        dump[f"act/trf_blocks.{l}"] = x2
+        dump[f"act/trf_blocks.{layer}"] = x2
         caches.append((x, ln1, ln1c, qkvw, qkv, atty, attc, x1, ln2, ln2c, fch, fch_gelu))
         x = x2
     lnf, lnfc = layernorm_forward(x, P["final_norm.scale"], P["final_norm.shift"])
@@ -180,9 +180,9 @@ def gpt2_step(P, ids, targets, NH, L, dump):
         dlnf, lnfc, P["final_norm.scale"]
     )
     dump["dact/trf_blocks"] = dx
-    for l in reversed(range(L)):
-        p = f"trf_blocks.{l}."
-        x, ln1, ln1c, qkvw, qkv, atty, attc, x1, ln2, ln2c, fch, fch_gelu = caches[l]
+    for layer in reversed(range(L)):
+        p = f"trf_blocks.{layer}."
+        x, ln1, ln1c, qkvw, qkv, atty, attc, x1, ln2, ln2c, fch, fch_gelu = caches[layer]
         C = x.shape[-1]
         dump[f"dact/{p[:-1]}"] = dx
         for n in ("ff", "ff.layers.2"):
