@@ -34,6 +34,19 @@ def add_arguments(parser):
         "--adamw-steps", type=int, default=0, metavar="N", help="also dump params after N AdamW steps"
     )
     parser.add_argument(
+        "--from",
+        dest="from_dump",
+        metavar="DUMP",
+        help="take param/* (and input/ids, input/targets) from a dump (.safetensors, .npz or folder)",
+    )
+    parser.add_argument(
+        "--perturb-norms",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="LayerNorm scale 1 + S N(0,1), shift S N(0,1) (default 0: the book's ones and zeros)",
+    )
+    parser.add_argument(
         "--max-memory", type=float, default=None, metavar="GIB", help="refuse above this (default: RAM)"
     )
 
@@ -59,6 +72,8 @@ def run(args):
         return _die(f"-o {out}: the name must end in .safetensors or .npz")
     if not out.parent.is_dir():
         return _die(f"-o {out}: folder {out.parent} does not exist")
+    if args.from_dump and (args.gpt2 or args.perturb_norms):
+        return _die("--from gives every parameter: it excludes --gpt2 and --perturb-norms")
     if args.text is not None and not args.gpt2:
         return _die("--text needs --gpt2 (its tokenizer encodes the text)")
     if args.adamw_steps < 0 or args.adamw_steps > 10000:
@@ -115,6 +130,28 @@ def run(args):
                 "configuration, --batch or --seq-len"
             )
         ids, targets = D.build_inputs(cfg, B, T, args.seed, tokens)
+        given = None
+        if args.from_dump:
+            from ..golden.tensorfile import TensorFileError, read_tensors
+
+            try:
+                given = read_tensors(args.from_dump)
+            except TensorFileError as e:
+                return _die(f"--from: {e}")
+            if "input/ids" in given and tokens is None:
+                ids, targets = (np.asarray(given[k]) for k in ("input/ids", "input/targets"))
+                B, T = ids.shape if ids.ndim == 2 else (0, 0)
+                if ids.ndim != 2 or targets.shape != ids.shape or ids.dtype.kind not in "iu":
+                    return _die(
+                        f"--from {args.from_dump}: input/ids and input/targets must be (B, T) integers"
+                    )
+                if ids.size and not (0 <= ids.min() and ids.max() < cfg["vocab_size"]):
+                    return _die(
+                        f"--from {args.from_dump}: input/ids outside [0, vocab_size = {cfg['vocab_size']})"
+                    )
+            given = {k[len("param/") :]: v for k, v in given.items() if k.startswith("param/")}
+            if not given:
+                return _die(f"--from {args.from_dump}: no param/<state_dict key> tensors in it")
     except D.ReferenceError_ as e:
         return _die(str(e))
     t0 = time.perf_counter()
@@ -127,7 +164,17 @@ def run(args):
             return _die(f"--gpt2 {args.gpt2}: {str(e).splitlines()[0]}")
         model = D.make_model(None, None, args.scale_weights, keep_dropout=args.keep_dropout, model=model)
     else:
-        model = D.make_model(cfg, args.seed, args.scale_weights, keep_dropout=args.keep_dropout)
+        try:
+            model = D.make_model(
+                cfg,
+                args.seed,
+                args.scale_weights,
+                given,
+                keep_dropout=args.keep_dropout,
+                perturb=args.perturb_norms,
+            )
+        except RuntimeError as e:  # load_state_dict: missing, unexpected or mis-shaped keys
+            return _die(f"--from {args.from_dump}: {str(e)[:300]}")
     tensors, phase, yard = D.run_reference(model, ids, targets, args.dtype, args.adamw_steps)
     t1 = time.perf_counter()
     meta = {
@@ -141,6 +188,8 @@ def run(args):
         "dtype": args.dtype,
         "dropout": model.cfg["drop_rate"] if args.keep_dropout else 0.0,
         "scale_weights": args.scale_weights,
+        "perturb_norms": args.perturb_norms,
+        "from": Path(args.from_dump).name if args.from_dump else None,
         "text": args.text,
         "adamw": {**D.ADAMW, "steps": args.adamw_steps, "schedule": "constant lr", "decay": "Linear weights"}
         if args.adamw_steps

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..layers.dropout import Dropout
+from ..layers.layernorm import LayerNorm
 from ..model import GPT_CONFIG_124M, GPTModel
 from .record import copy_params_and_grads, record_step
 from .tensorfile import st_code, write_safetensors
@@ -154,7 +155,9 @@ def _adamw_steps(model, ids, targets, steps):
     return {f"param_after/{k}": p.data for k, p in model.named_parameters(remove_duplicate=False)}
 
 
-def make_model(cfg, seed, scale_weights=1.0, state_dict=None, tied=False, keep_dropout=False, model=None):
+def make_model(
+    cfg, seed, scale_weights=1.0, state_dict=None, tied=False, keep_dropout=False, model=None, perturb=0.0
+):
     """The float64 master model: GPTModel(cfg, rng=seed) (or `model`, e.g. Hugging Face's),
     weights loaded from `state_dict`, scaled by `scale_weights`; dropout off unless keep_dropout."""
     if model is None:
@@ -167,9 +170,20 @@ def make_model(cfg, seed, scale_weights=1.0, state_dict=None, tied=False, keep_d
         for _, mod in model.named_modules():
             if isinstance(mod, Dropout):
                 mod.p = 0.0
+    if perturb:  # LayerNorm scale and shift away from 1 and 0, so that forgetting them shows
+        rng = np.random.default_rng([seed or 0, 2])
+        for _, mod in model.named_modules():
+            if isinstance(mod, LayerNorm):
+                mod.scale.data += perturb * rng.standard_normal(mod.scale.data.shape)
+                mod.shift.data += perturb * rng.standard_normal(mod.shift.data.shape)
     if state_dict is not None:
-        own = {k for k, _ in model.named_parameters(remove_duplicate=False)}
-        model.load_state_dict({k: np.asarray(v) for k, v in state_dict.items() if k in own}, strict=False)
+        own = dict(model.named_parameters(remove_duplicate=False))
+        missing = [k for k in own if k not in state_dict]
+        if missing:
+            raise RuntimeError(f"no tensor for {len(missing)} parameter(s): {', '.join(missing[:4])}")
+        model.load_state_dict(
+            {k: np.asarray(v, np.float64) for k, v in state_dict.items() if k in own}, strict=False
+        )
     if scale_weights != 1.0:
         for p in model.parameters():
             p.data *= float(scale_weights)
