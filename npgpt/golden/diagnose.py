@@ -207,19 +207,16 @@ def diagnose(name, theirs, ref, manifest, allowed):
         return [f"{name} has shape {t.shape}, expected {r.shape}"]
     if t.ndim == 2 and t.shape[0] == t.shape[1] and normwise(t.T, r) <= max(allowed, 1e-9) < normwise(t, r):
         out.append(f"{name} is the transpose of the reference")
-    rr = float(np.sum(r * r))
-    k = float(np.sum(t * r)) / rr if rr > 0 and np.all(np.isfinite(t)) else 1.0
-    if abs(k - 1.0) > 1e-9 and normwise(t, k * r) <= max(allowed, 1e-9):
-        what = {-1.0: "-1 (the sign is wrong)", 2.0: "2 (counted twice?)", 0.5: "1/2"}.get(
-            round(k, 9), f"{k:.9g}"
-        )
-        out.append(f"{name} is the reference times a constant factor {what}")
     try:
         rec = rerun(ref, manifest)
     except (ValueError, KeyError, RuntimeError, TypeError):
         rec = None
     if rec is None:
-        return out + ["(no component diagnosis: the reference step could not be replayed from the dump)"]
+        return (
+            out
+            + _factor(name, t, r, allowed)
+            + ["(no component diagnosis: the reference step could not be replayed from the dump)"]
+        )
     nonfinite = not np.all(np.isfinite(t)) and np.all(np.isfinite(r))
     big = math.log(np.finfo(np.float32 if np.asarray(theirs).dtype.itemsize <= 4 else np.float64).max)
     tried = []
@@ -279,4 +276,17 @@ def diagnose(name, theirs, ref, manifest, allowed):
                 "cross-entropy: the log of a softmax probability that underflowed to 0 (a target's logit is "
                 f"{gap:.4g} below its row's max); take log-softmax as z - max - log(sum(exp(z - max)))"
             )
+    return out or _factor(name, t, r, allowed)
+
+
+def _factor(name, t, r, allowed):
+    """Theirs = k * reference for a constant k (when nothing more specific was found)."""
+    out = []
+    rr = float(np.sum(r * r))
+    k = float(np.sum(t * r)) / rr if rr > 0 and np.all(np.isfinite(t)) else 1.0
+    if abs(k - 1.0) > 1e-9 and normwise(t, k * r) <= max(allowed, 1e-9):
+        what = {-1.0: "-1 (the sign is wrong)", 2.0: "2 (counted twice?)", 0.5: "1/2"}.get(
+            round(k, 9), f"{k:.9g}"
+        )
+        out.append(f"{name} is the reference times a constant factor {what}")
     return out
