@@ -95,14 +95,17 @@ def _text(rep, n_bad, show_all):
     lines = [
         f"theirs {rep['theirs']} vs reference {rep['reference']} ({rep['reference_dtype']}): {len(rows)} tensors "
         f"compared, {len(rep['missing'])} missing, {len(rep['extra'])} not in the reference",
-        "",
-        f"{'status':<11}{'tensor':<46}{'rel err':>10}{'allowed':>10}{'x f32':>10}{'max abs':>10}  worst index",
     ]
     first = rep["first_divergence"]
     at = next((i for i, r in enumerate(rows) if r["status"] == "diverges"), len(rows))
     keep = range(len(rows)) if show_all else [*range(max(at - 3, 0), at + 1)] if first else []
     if not show_all and first:
         keep += [i for i in range(at + 1, len(rows)) if rows[i]["status"] != "match"][:5]
+    if keep:
+        lines += [
+            "",
+            f"{'status':<11}{'tensor':<46}{'rel err':>10}{'allowed':>10}{'x f32':>10}{'max abs':>10}  worst index",
+        ]
     if keep and keep[0] > 0:
         lines.append(f"{'match':<11}... {keep[0]} tensors before these agree")
     for i in keep:
