@@ -3,18 +3,18 @@
 The reference step is run again in float64 from the dump's parameters and inputs, with every
 module call's inputs, output, dout and dx kept (record.py). For the diverging tensor, each
 module call that produced it (an `act/`) or added into it (a `dact/`: the calls whose backward
-finished just before it) is asked for its known mistakes: the same call's output or dx with one
-step done wrong, mostly computed by the grader's own variants (npgpt/grade/variants.py). A
+finished just before it) is asked for its known mistakes: the same call's output or dx from a
+mutant, the reference class with one step overridden (the mistakes the grader recognizes). A
 mistake is named when the other implementation's tensor agrees with the mistaken value and not
 with the reference. Non-finite values are checked against what overflows: exp of the largest
 attention score or logit in the other implementation's dtype.
 """
 
+import copy
 import math
 
 import numpy as np
 
-from ..grade import variants as V
 from ..layers.attention import MultiHeadAttention
 from ..layers.gelu import GELU
 from ..layers.layernorm import LayerNorm
@@ -44,142 +44,144 @@ def rerun(ref, manifest):
     return rec
 
 
-# ---- each component's known mistakes: (description, kind, thunk) with kind "out" or "dx" --------
-def _layernorm(call):
-    x, dout = call.inputs[0], call.dout
-    m = call.module
-    scale, shift = m.scale.data, m.shift.data
-    C = x.shape[-1]
-    yield (
-        "LayerNorm: eps added outside the square root (use 1/sqrt(var + eps))",
-        "out",
-        lambda: V._ln(x, scale, shift, eps_outside=True, eps=m.eps),
-    )
-    yield (
-        "LayerNorm: the unbiased variance (divided by C - 1, LayerNorm divides by C)",
-        "out",
-        lambda: V._ln(x, scale, shift, C - 1, eps=m.eps),
-    )
-    yield "LayerNorm: no scale and shift applied", "out", lambda: V._ln(x, 1.0, 0.0, eps=m.eps)
-    if dout is None:
-        return
-    xmu = x - x.mean(-1, keepdims=True)
-    rstd = 1.0 / np.sqrt((xmu * xmu).mean(-1, keepdims=True) + m.eps)
-    xhat, dxhat = xmu * rstd, dout * scale
-    dx = call.dx
-    yield (
-        "LayerNorm backward: the mean term is missing (dx lacks - mean(dxhat) over the row)",
-        "dx",
-        lambda: dx + rstd * dxhat.mean(-1, keepdims=True),
-    )
-    yield (
-        "LayerNorm backward: the variance term is missing (dx lacks - xhat * mean(dxhat * xhat) over the row)",
-        "dx",
-        lambda: dx + rstd * xhat * (dxhat * xhat).mean(-1, keepdims=True),
-    )
-    yield (
-        "LayerNorm backward: dout not multiplied by scale (dxhat = dout * scale)",
-        "dx",
-        lambda: rstd * (dout - dout.mean(-1, keepdims=True) - xhat * (dout * xhat).mean(-1, keepdims=True)),
-    )
+# ---- each component's known mistakes, as mutants of the reference -----------------------------
+# A mutant is the reference class with one step overridden (npgpt/layers/*.py name their steps:
+# LayerNorm.rstd, GELU.du_dx, MultiHeadAttention.scores, ...). It runs on a copy of the module
+# the call used, on the call's own input (and dout): "out" mistakes change the forward output,
+# "dx" mistakes the gradient the backward returns.
+S2PI = math.sqrt(2.0 / math.pi)
+COEF = 0.044715
+_erf = np.vectorize(math.erf)
 
 
-def _gelu(call):
-    x, dout = call.inputs[0], call.dout
-    fwd, grad = V.gelu_forms(x)
-    for desc, v in fwd.items():
-        yield f"GELU: the {desc}", "out", lambda v=v: v
-    if dout is None:
-        return
-    for desc, g in grad.items():
-        yield f"GELU backward: {desc}", "dx", lambda g=g: dout * g
-    t = np.tanh(V.S2PI * (x + 0.044715 * x * x * x))
-    no3 = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * V.S2PI * (1.0 + 0.044715 * x * x)
-    yield (
-        "GELU backward: the factor 3 is missing from the cubic term's derivative "
-        "(du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2))",
-        "dx",
-        lambda: dout * no3,
-    )
+def _ln_input_grad(term2=True, term3=True, scaled=True):
+    def input_grad(self, dxhat, xhat, rstd, n):
+        if not scaled:  # dxhat = dout, the scale never multiplied in
+            dxhat = dxhat / np.where(self.scale.data == 0, 1.0, self.scale.data)
+        dx = dxhat.copy()
+        if term2:
+            dx -= dxhat.mean(-1, keepdims=True)
+        if term3:
+            dx -= xhat * (dxhat * xhat).sum(-1, keepdims=True) / n
+        return dx * rstd
+
+    return input_grad
 
 
-def _linear(call):
-    x, dout, m = call.inputs[0], call.dout, call.module
-    W = m.weight.data
-    if W.shape[0] != W.shape[1]:
-        return  # a transposed non-square weight cannot be multiplied: the shapes say it
-    b = m.bias.data if m.bias is not None else 0.0
-    yield (
-        f"Linear: the weight used transposed (out = x @ W + b; PyTorch's Linear is x @ W^T + b, W is {W.shape})",
-        "out",
-        lambda: x @ W + b,
-    )
-    if dout is not None:
-        yield (
-            "Linear backward: the weight used transposed (dx = dout @ W^T; it should be dout @ W)",
-            "dx",
-            lambda: dout @ W.T,
-        )
+def _ln_plain_forward(self, x):
+    LayerNorm.forward(self, x)
+    return self.cache.xhat.copy()
 
 
-def _attention(call):
-    x, dout, m = call.inputs[0], call.dout, call.module
-    nh, hs, E = m.num_heads, m.head_dim, m.d_out
-    # the grader's attention() has no q/k/v bias: fold it in as a column of ones on x
-    P = {}
-    ones = np.ones(x.shape[:-1] + (1,))
-    xb = np.concatenate([x, ones], -1)
-    for name in ("W_query", "W_key", "W_value"):
-        lin = getattr(m, name)
-        bias = lin.bias.data if lin.bias is not None else np.zeros(lin.weight.data.shape[0])
-        P[f"{name}.weight"] = np.concatenate([lin.weight.data, bias[:, None]], 1)
-    P["out_proj.weight"], P["out_proj.bias"] = m.out_proj.weight.data, m.out_proj.bias.data
-    d = dout if dout is not None else np.zeros(x.shape[:-1] + (E,))
+def _gelu_forward(f):
+    def forward(self, x):
+        GELU.forward(self, x)
+        return f(np.asarray(x, np.float64))
 
-    def run(P=P, **kw):
-        return V.attention(xb, P, nh, d, **kw)
-
-    def rescaled(factor):  # scores scaled by `factor` instead of 1/sqrt(hs): through W_query
-        Q = dict(P, **{"W_query.weight": P["W_query.weight"] * factor})
-        return run(Q, scale_fwd=False, scale_bwd=False)["out"]
-
-    yield (
-        "attention: the causal mask not applied (a token sees later tokens)",
-        "out",
-        lambda: run(mask_fwd=False, mask_bwd=False)["out"],
-    )
-    yield "attention: scores not scaled by 1/sqrt(head_dim)", "out", lambda: rescaled(1.0)
-    yield (
-        f"attention: scores scaled by 1/head_dim (1/{hs}), not 1/sqrt(head_dim)",
-        "out",
-        lambda: rescaled(1.0 / hs),
-    )
-    yield (
-        f"attention: scores scaled by 1/sqrt(emb_dim) (1/sqrt({E})), not 1/sqrt(head_dim)",
-        "out",
-        lambda: rescaled(1.0 / math.sqrt(E)),
-    )
-    if dout is None:
-        return
-    for desc, kw in (
-        (
-            "softmax treated as elementwise in backward (att * (1 - att) instead of the Jacobian)",
-            {"elementwise": True},
-        ),
-        ("the 1/sqrt(head_dim) scaling missing in backward", {"scale_bwd": False}),
-        ("the causal mask ignored in backward (softmax of the unmasked scores)", {"mask_bwd": False}),
-    ):
-        yield f"attention backward: {desc}", "dx", lambda kw=kw: run(**kw)["dx"][..., :-1]
+    return forward
 
 
-TABLE = {LayerNorm: _layernorm, GELU: _gelu, Linear: _linear, MultiHeadAttention: _attention}
+def _linear_t_forward(self, x):
+    self.cache = x.copy()
+    return x @ self.weight.data + (self.bias.data if self.bias is not None else 0.0)
+
+
+def _linear_t_backward(self, dout):
+    return dout @ self.weight.data.T
+
+
+def _softmax_no_shift(self, masked):
+    e = np.exp(masked)
+    return e / e.sum(-1, keepdims=True)
+
+
+MUTANTS = {  # class -> (description, "out" | "dx", {step: replacement} or a function of the module)
+    LayerNorm: [
+        ("LayerNorm: eps added outside the square root (use 1/sqrt(var + eps))", "out",
+         {"rstd": lambda self, var: 1.0 / (np.sqrt(var) + self.eps)}),
+        ("LayerNorm: the unbiased variance (divided by C - 1, LayerNorm divides by C)", "out",
+         {"variance": lambda self, xmu, n: (xmu * xmu).sum(-1, keepdims=True) / (xmu.shape[-1] - 1)}),
+        ("LayerNorm: no scale and shift applied", "out", {"forward": _ln_plain_forward}),
+        ("LayerNorm backward: the mean term is missing (dx lacks - mean(dxhat) over the row)", "dx",
+         {"input_grad": _ln_input_grad(term2=False)}),
+        ("LayerNorm backward: the variance term is missing (dx lacks - xhat * mean(dxhat * xhat) over the row)",
+         "dx", {"input_grad": _ln_input_grad(term3=False)}),
+        ("LayerNorm backward: dout not multiplied by scale (dxhat = dout * scale)", "dx",
+         {"input_grad": _ln_input_grad(scaled=False)}),
+    ],
+    GELU: [
+        ("GELU: the exact erf GELU (GPT-2 uses the tanh approximation)", "out",
+         {"forward": _gelu_forward(lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))))}),
+        ("GELU: the 0.044715 x^3 term is missing", "out", {"u": lambda self, x: S2PI * x}),
+        ("GELU: the sigmoid form x * sigmoid(1.702 x)", "out",
+         {"forward": _gelu_forward(lambda x: x / (1.0 + np.exp(-1.702 * x)))}),
+        ("GELU backward: the factor 3 is missing from the cubic term's derivative "
+         "(du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2))", "dx",
+         {"du_dx": lambda self, x: S2PI * (1.0 + COEF * (x * x))}),
+        ("GELU backward: the cubic term's derivative is missing (du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2))",
+         "dx", {"du_dx": lambda self, x: S2PI + 0.0 * x}),
+        ("GELU backward: the 1 - tanh^2 factor is missing (d tanh(u)/du = 1 - tanh(u)^2)", "dx",
+         {"local_grad": lambda self, x, t: 0.5 * (1.0 + t) + 0.5 * x * self.du_dx(x)}),
+        ("GELU backward: the product rule's 0.5 (1 + tanh(u)) term is missing", "dx",
+         {"local_grad": lambda self, x, t: 0.5 * x * (1.0 - t * t) * self.du_dx(x)}),
+        ("GELU backward: the exact-erf derivative Phi(x) + x phi(x) instead of the tanh form's", "dx",
+         {"local_grad": lambda self, x, t: 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))
+          + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)}),
+    ],
+    Linear: [
+        ("Linear: the weight used transposed (out = x @ W + b; a Linear computes x @ W^T + b)", "out",
+         {"forward": _linear_t_forward}),
+        ("Linear backward: the weight used transposed (dx = dout @ W^T; it should be dout @ W)", "dx",
+         {"backward": _linear_t_backward}),
+    ],
+    MultiHeadAttention: [
+        ("attention: the causal mask not applied (a token sees later tokens)", "out",
+         lambda m: m.register_buffer("mask", np.zeros_like(m.mask))),
+        ("attention: scores not scaled by 1/sqrt(head_dim)", "out",
+         {"scores": lambda self, q, k: q @ k.swapaxes(-2, -1)}),
+        ("attention: scores scaled by 1/head_dim, not 1/sqrt(head_dim)", "out",
+         {"scores": lambda self, q, k: (q @ k.swapaxes(-2, -1)) / self.head_dim}),
+        ("attention: scores scaled by 1/sqrt(emb_dim), not 1/sqrt(head_dim)", "out",
+         {"scores": lambda self, q, k: (q @ k.swapaxes(-2, -1)) / math.sqrt(self.d_out)}),
+        ("attention backward: softmax treated as elementwise (att * (1 - att) instead of the Jacobian)", "dx",
+         {"softmax_backward": lambda self, datt, att: datt * att * (1.0 - att)}),
+        ("attention backward: the 1/sqrt(head_dim) scaling missing", "dx",
+         {"scores_backward": lambda self, ds, q, k: (ds @ k, ds.swapaxes(-2, -1) @ q)}),
+    ],
+}  # fmt: skip
+
+
+def _mutant(module, change):
+    """A copy of `module` (float64) as a subclass of its class with `change` applied."""
+    m = copy.deepcopy(module)
+    for _, sub in m.named_modules():  # no recording hooks in the copy
+        sub.__dict__.pop("forward", None)
+        sub.__dict__.pop("backward", None)
+        sub.__dict__.pop("_hooks", None)
+    if callable(change):
+        change(m)
+    else:
+        m.__class__ = type(f"Mistaken{type(module).__name__}", (type(module),), dict(change))
+    return m
 
 
 def _variants(call):
-    for cls, fn in TABLE.items():
-        if isinstance(call.module, cls):
-            return fn(call)
-    return iter(())
+    """(description, kind, thunk) for each known mistake of the call's module."""
+    for cls, mutants in MUTANTS.items():
+        if not isinstance(call.module, cls):
+            continue
+        for desc, kind, change in mutants:
+            if kind == "dx" and call.dout is None:
+                continue
+            if cls is Linear and call.module.weight.data.shape[0] != call.module.weight.data.shape[1]:
+                continue  # a transposed non-square weight cannot be multiplied: the shapes say so
+
+            def thunk(change=change, kind=kind):
+                m = _mutant(call.module, change)
+                out = m.forward(call.inputs[0])
+                return out if kind == "out" else m.backward(call.dout)
+
+            yield desc, kind, thunk
 
 
 def _max_score(call):
