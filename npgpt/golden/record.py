@@ -48,6 +48,12 @@ def record_step(model, ids, targets, keep_calls=False):
 
     Parameter and gradient entries are the model's own arrays (not copies): copy them before
     changing the model (recorded_params_copy)."""
+    for path, mod in model.named_modules():  # the golden numbers are the reference's, never the fast path's
+        if type(mod).__module__.startswith("npgpt.fast"):
+            raise ValueError(
+                f"record_step: {path or 'the model'} is {type(mod).__name__} from {type(mod).__module__}; "
+                "golden dumps run on the reference modules (npgpt.fast.reference(model) switches back)"
+            )
     model.zero_grad()
     events = []  # (phase, kind, path, k, array) in the order they happen
     counts, back_counts, calls, timeline = {}, {}, {}, []

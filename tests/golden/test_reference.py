@@ -272,3 +272,15 @@ def test_compare_replays_a_tied_gpt2_dump_for_its_diagnosis(tmp_path, capsys):
     rep = json.loads(out)
     assert status == 1 and rep["first_divergence"] == name, rep["first_divergence"]
     assert any("-1 (the sign is wrong)" in d for d in rep["diagnosis"]), rep["diagnosis"]
+
+
+def test_recording_refuses_the_fast_path():
+    from npgpt.fast import accelerate, reference
+    from npgpt.golden.record import record_step
+
+    model = accelerate(GPTModel(MICRO, rng=0), threads=1)
+    ids = np.zeros((1, 3), np.int64)
+    with pytest.raises(ValueError, match="reference modules"):
+        record_step(model, ids, ids)
+    rec = record_step(reference(model), ids, ids)
+    assert "act/trf_blocks.0.norm1" in rec.tensors, "the switched-back model records"
