@@ -25,7 +25,9 @@ def run(
     progress=None,
     pause=None,
 ):
-    """Run the benchmark; returns a dict of Timing objects and figures (see format_report)."""
+    """Run the benchmark; returns a dict of Timing objects and figures (see format_report).
+
+    `components` is True, False, or a list of registry Components to time (npgpt/registry.py)."""
     tb = load_twin(torch_twin)
     say = progress or (lambda msg: None)
     pause = (0.05 if tb else 0.0) if pause is None else pause  # idle threads of the other library
@@ -43,7 +45,8 @@ def run(
         "steps": [],
     }
     rng = np.random.default_rng(0)
-    for label, module, x in component_cases(cfg, comp_shape) if components else []:
+    chosen = None if components is True else components
+    for label, module, x in component_cases(cfg, comp_shape, components=chosen) if components else []:
         say(f"component {label}")
         dout = rng.standard_normal(module.forward(x).shape).astype(np.float32)
         fns = {"npgpt": fwd_bwd(module, x, dout)}
