@@ -1,6 +1,6 @@
 """npgpt: GPT-2's building blocks in plain NumPy, every gradient written by hand.
 
-The public contract (names, arguments, the forward/backward protocol) is API.md; see README.md.
+The public contract (names, arguments, the forward/backward protocol) is docs/api.md; see README.md.
 """
 
 from . import _blas_threads  # noqa: F401  (first: it must run before NumPy loads OpenBLAS)
