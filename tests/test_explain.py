@@ -49,9 +49,7 @@ def test_every_component_matches_its_module_and_page(component):
     for s in e.forward + e.backward:
         if s.eq:
             n = s.eq.split()[-1]
-            assert n in tags, (
-                f"explain {component}: step {s.name} cites {s.eq}, absent from docs/{page}.md"
-            )
+            assert n in tags, f"explain {component}: step {s.name} cites {s.eq}, absent from docs/{page}.md"
 
 
 def test_layernorm_default_is_the_book_example():
