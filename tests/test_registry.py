@@ -153,26 +153,20 @@ def test_check_accepts_every_spelling_in_one_comma_list(capsys):
     assert rows == want, f"checked {sorted(rows)}, expected {sorted(want)}"
 
 
-@pytest.mark.parametrize("name", SUPPORTS["explain"])
-def test_explain_accepts_every_spelling(name, capsys):
+@pytest.mark.parametrize(
+    "command, name",
+    [("explain", n) for n in SUPPORTS["explain"]] + [("assignment", n) for n in SUPPORTS["assignment"]],
+)
+def test_explain_and_assignment_accept_every_spelling(command, name, capsys):
     outs = set()
     for spelling in spellings(name):
-        status, out, err = run("explain", [spelling], capsys)
-        assert status == 0, f"npgpt explain {spelling}: exit {status}: {err}"
+        status, out, err = run(command, [spelling], capsys)
+        assert status == 0, f"npgpt {command} {spelling}: exit {status}: {err}"
         outs.add(out)
-    assert len(outs) == 1, f"npgpt explain: the spellings of {name} print different explanations"
-    assert f"matches npgpt.{CONTRACT[name][0]}.backward" in outs.pop()
-
-
-@pytest.mark.parametrize("name", SUPPORTS["assignment"])
-def test_assignment_accepts_every_spelling(name, capsys):
-    texts = set()
-    for spelling in spellings(name):
-        status, out, err = run("assignment", [spelling], capsys)
-        assert status == 0, f"npgpt assignment {spelling}: exit {status}: {err}"
-        texts.add(out)
-    assert len(texts) == 1, f"npgpt assignment: the spellings of {name} give different files"
-    assert f"class {CONTRACT[name][0]}(Module)" in texts.pop()
+    assert len(outs) == 1, f"npgpt {command}: the spellings of {name} print different things"
+    cls = CONTRACT[name][0]
+    want = f"matches npgpt.{cls}.backward" if command == "explain" else f"class {cls}(Module)"
+    assert want in outs.pop(), f"npgpt {command} {name}: no {want!r} in its output"
 
 
 def test_assignment_takes_comma_lists_and_brings_what_a_component_needs(capsys):
