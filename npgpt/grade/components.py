@@ -63,21 +63,19 @@ def _spec(comp):
 SPECS = {comp.name: _spec(comp) for comp in supported("grade")}  # in registry order
 
 
-def reference_module(spec, rng=None):
-    """The reference class (npgpt/layers/, npgpt/loss.py), built with the spec's constructor arguments."""
-    cls = resolve(spec.key).cls
+def reference_module(spec, rng=None, cls=None, **changes):
+    """The reference class (npgpt/layers/, npgpt/loss.py), or its subclass `cls` (a mistake of
+    variants.py), built with the spec's constructor arguments; `changes` are keywords on top."""
+    cls = cls or resolve(spec.key).cls
     if "rng" in inspect.signature(cls).parameters:
-        return cls(*spec.ctor, rng=rng)
-    return cls(*spec.ctor)
+        changes["rng"] = rng
+    return cls(*spec.ctor, **changes)
 
 
-def reference_run(spec, params, inputs, dout=None):
-    """Expected answers in float64: "out", "dx" and "grad/<name>" for every parameter.
+def run_module(m, inputs, dout=None):
+    """{"out", "dx", "grad/<name>"} of module `m` on `inputs` then `dout`, in float64.
 
-    dout=None runs the forward only and returns {"out": ...}.
-    """
-    m = reference_module(spec)
-    m.load_state_dict({**m.state_dict(), **params})
+    dout=None runs the forward only and returns {"out": ...}."""
     ins = [np.asarray(a, np.float64) if np.asarray(a).dtype.kind == "f" else a for a in inputs]
     out = m.forward(*ins)
     if dout is None:
@@ -86,6 +84,14 @@ def reference_run(spec, params, inputs, dout=None):
     exp = {"out": np.asarray(out, np.float64), "dx": np.asarray(dx, np.float64)}
     exp.update({f"grad/{n}": p.grad.copy() for n, p in m.named_parameters()})
     return exp
+
+
+def reference_run(spec, params, inputs, dout=None):
+    """Expected answers in float64 from the reference: "out", "dx" and "grad/<name>" for every
+    parameter (dout=None: the forward only, {"out": ...})."""
+    m = reference_module(spec)
+    m.load_state_dict({**m.state_dict(), **params})
+    return run_module(m, inputs, dout)
 
 
 def make_cases(spec, seed):
