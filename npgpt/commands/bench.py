@@ -38,6 +38,11 @@ def add_arguments(parser):
         + "; model is the training step)",
     )
     parser.add_argument("--dropout", type=float, default=0.0, help="drop_rate of the model (default 0.0)")
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="time the plain reference code, not the fast path (npgpt.fast)",
+    )
     parser.add_argument("--json", default=None, metavar="FILE", help="also write the raw timings here")
 
 
@@ -74,6 +79,7 @@ def run(args):
         profile=args.profile,
         peak=not args.no_peak,
         drop_rate=args.dropout,
+        fast=not args.reference,
         components=components,
         steps=steps,
         progress=lambda msg: print(f"... {msg}", file=sys.stderr, flush=True),
