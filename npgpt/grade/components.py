@@ -1,8 +1,9 @@
 """What the grader asks of each component: how to build it, its inputs, and the reference answers.
 
 A `Spec` names the class (and the CS231n-style function pair) a submission may define, as the
-registry's grade settings give it (npgpt/registry.py), and makes the cases from the run's seed: "main" (graded against the reference, float64), "float32" (dtype
-and shape preserved) and the hidden edge cases. Reference answers are computed here, in the
+registry's grade settings give it (npgpt/registry.py); `make_cases` makes the cases from the
+run's seed: "main" (graded against the reference, float64), "float32" (dtype and shape
+preserved) and the hidden edge cases. Reference answers are computed here, in the
 grader's own process, with the reference classes; the submission never sees them.
 """
 
@@ -30,37 +31,18 @@ class Case:
     directions: dict = field(default_factory=dict)  # tensor name -> (K, *shape), main case only
 
 
-@dataclass
 class Spec:
-    key: str  # the name used by --only and `npgpt assignment`
-    cls: str  # the class a submission defines
-    fwd: str  # or this CS231n-style function pair
-    bwd: str
-    ctor: list  # positional constructor arguments (JSON)
-    fn_extra: list  # trailing arguments of the forward function
-    fn_grads: list  # the names the backward function returns its gradients under
-    doc: str  # the docs page with the derivation
-    make_inputs: object  # (rng) -> {case name: inputs}; "main" first
-    dict_params: bool = False  # function form takes/returns parameters as a dict (block)
+    """What the grader asks of one component: the registry's grade settings (fwd, bwd, ctor,
+    fn_extra, fn_grads, make_inputs, dict_params; see registry.Grade) with the component's
+    name (`key`, as --only and `npgpt assignment` take it), class name (`cls`, the class a
+    submission defines) and docs page (`doc`)."""
+
+    def __init__(self, comp):
+        self.key, self.cls, self.doc = comp.name, comp.cls.__name__, comp.doc
+        self.__dict__.update(vars(comp.grade))
 
 
-def _spec(comp):
-    g = comp.grade
-    return Spec(
-        comp.name,
-        comp.cls.__name__,
-        g.fwd,
-        g.bwd,
-        g.ctor,
-        g.fn_extra,
-        g.fn_grads,
-        comp.doc,
-        g.make_inputs,
-        g.dict_params,
-    )
-
-
-SPECS = {comp.name: _spec(comp) for comp in supported("grade")}  # in registry order
+SPECS = {comp.name: Spec(comp) for comp in supported("grade")}  # in registry order
 
 
 def reference_module(spec, rng=None, cls=None, **changes):
