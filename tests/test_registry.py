@@ -235,3 +235,19 @@ def test_bench_times_the_components_named(capsys):
     ]
     assert timed == ["GELU", "TransformerBlock"], out
     assert "step B" not in out, f"the step was timed though only components were named:\n{out}"
+
+
+def test_the_registry_and_the_grader_hold_the_reference_classes():
+    """Every command builds the reference (npgpt/layers/<stem>.py, npgpt/<stem>.py), never a
+    fast twin: the grader's expected answers come from it."""
+    from npgpt.grade.components import SPECS, reference_module
+
+    for c in registry.COMPONENTS:
+        where = {f"npgpt.layers.{c.stem}", f"npgpt.{c.stem}"}
+        assert c.cls.__module__ in where, (
+            f"{c.name}: {c.cls.__module__}.{c.cls.__name__} is not the reference"
+        )
+    for key, spec in SPECS.items():
+        m = reference_module(spec)
+        assert type(m) is resolve(key).cls, f"grade builds {type(m).__module__}.{type(m).__name__} for {key}"
+        assert not type(m).__module__.startswith("npgpt.fast"), f"grade {key}: {type(m).__module__}"
