@@ -13,6 +13,7 @@ ValueError) whose one-line message lists the valid names; `resolve_list("a,b", c
 comma-separated list (and "all"). The API reference (docs/api.md) lists the names.
 """
 
+import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -226,7 +227,7 @@ COMPONENTS = (
             "layernorm_forward",
             "layernorm_backward",
             [8],
-            [{"eps": 1e-5}],
+            [{"eps": inspect.signature(LayerNorm).parameters["eps"].default}],  # the module's own
             ["dgamma", "dbeta"],
             _grade_layernorm,
         ),
