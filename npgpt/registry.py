@@ -95,6 +95,9 @@ class Grade:
 
 @dataclass(frozen=True)
 class Component:
+    """One component: its names, reference class and files, and each command's settings (a
+    command with none, an empty `check` or a None elsewhere, does not support it)."""
+
     name: str
     cls: type  # the reference class
     stem: str  # npgpt/layers/<stem>.py (or npgpt/<stem>.py), docs/<stem>.md
@@ -121,7 +124,7 @@ class Component:
         return bool(setting) if command == "check" else setting is not None
 
 
-# -- the settings that are code: grade's cases -------------------------------------------------
+# -- check's and grade's configurations, and grade's cases ---------------------------------------
 
 CHECK_CFG = {
     "vocab_size": 11,
