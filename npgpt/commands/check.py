@@ -58,8 +58,8 @@ def add_arguments(parser):
     parser.add_argument("--seed", type=int, default=0, help="seed for inputs, weights and dout")
     parser.add_argument("--only", default=None, help="comma-separated component labels to check")
     parser.add_argument("--eps", type=float, default=1e-6, help="finite-difference step")
-    parser.add_argument("--atol", type=float, default=1e-6)
-    parser.add_argument("--rtol", type=float, default=1e-5)
+    parser.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance of each gradient")
+    parser.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance of each gradient")
 
 
 def run(args):
