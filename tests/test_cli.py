@@ -298,3 +298,20 @@ def test_the_command_prints_no_traceback_in_a_real_process(tmp_path):
         env={**env, "NPGPT_DEBUG": "1"},
     )
     assert r.returncode == 1 and "Traceback" in r.stderr and "DataError" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "pattern"),
+    [
+        (["bench", "--repeats", "0"], r"--repeats: must be >= 1, got 0"),
+        (["bench", "--warmup", "-1"], r"--warmup: must be >= 0"),
+        (["bench", "--dropout", "1"], r"--dropout: must be in \[0, 1\)"),
+        (["check", "--eps", "-1"], r"--eps: must be > 0"),
+        (["check", "--atol", "-0.001"], r"--atol: must be >= 0.0"),
+    ],
+)
+def test_bad_numbers_in_other_commands_are_usage_errors(argv, pattern, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and re.search(pattern, err.splitlines()[-1]), err
