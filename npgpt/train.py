@@ -28,6 +28,7 @@ import numpy as np
 from . import checkpoint
 from .data import get_batch, prepare
 from .errors import CheckpointError, DataError, InputError
+from .fast import accelerate
 from .layers.dropout import Dropout
 from .layers.embedding import Embedding
 from .layers.linear import Linear
@@ -58,9 +59,11 @@ DEFAULTS = {  # nanoGPT's CPU run of shakespeare_char (its README)
     "out_dir": "out",
     "resume": False,
     "force": False,
+    "threads": None,
     "data": None,
     "dtype": "float32",
     "init": "nanogpt",
+    "fast": True,
 }
 
 
@@ -92,6 +95,8 @@ def estimate_loss(model, splits, cfg, rng, should_stop=None):
     `should_stop()` turns True between batches, KeyboardInterrupt."""
     model.eval()
     ce, out, T = CrossEntropyLoss(), {}, model.cfg["context_length"]
+    if cfg.get("fast"):
+        accelerate(ce)
     try:
         for name, data in splits.items():
             losses = []
@@ -196,6 +201,8 @@ def train(cfg=None, should_stop=None, progress=True, log=print):
     if meta is not None:  # the checkpoint's dtype, shapes and values, or a CheckpointError
         dtype = checkpoint.build_model(meta, model_sd, f"{out_dir}/last.npz").dtype
         model.astype(dtype)
+    if cfg["fast"]:  # the fast path, same parameters and results (npgpt/fast/)
+        accelerate(model, threads=cfg["threads"])
     betas, seed = (cfg["beta1"], cfg["beta2"]), cfg["seed"]
     opt = AdamW(decay_groups(model, cfg["weight_decay"]), lr=cfg["learning_rate"], betas=betas, eps=1e-8)
     # independent streams for the batches, the evaluation batches and dropout, all saved
@@ -221,6 +228,8 @@ def train(cfg=None, should_stop=None, progress=True, log=print):
 
     ce, tokens, train_time, t_start = CrossEntropyLoss(), 0, 0.0, time.perf_counter()
     stop_losses = None
+    if cfg["fast"]:
+        accelerate(ce)
     flag, old_handler = stop_flag()
     bar = Progress(cfg["max_iters"], it, enabled=progress, log=log)
     try:

@@ -300,3 +300,29 @@ def test_the_progress_bar_closes_once(tmp_path, monkeypatch):
         n = 12 if stop is None else 7
         draws = re.findall(rf"\b{n}/12\b", err.getvalue())
         assert len(draws) == 1, f"the final bar ({n}/12) was drawn {len(draws)} times:\n{err.getvalue()!r}"
+
+
+def test_threads_reach_the_fast_path(tmp_path, monkeypatch, capsys):
+    import npgpt.train as train_module
+
+    seen = []
+    real = train_module.accelerate
+
+    def spy(module, threads=None):
+        seen.append((type(module).__name__, threads))
+        return real(module, threads=threads)
+
+    monkeypatch.setattr(train_module, "accelerate", spy)
+    c = tiny(tmp_path)
+    argv = ["train", "--data", c["data"], "--out-dir", c["out_dir"], "--max-iters", "2", "--block-size", "8"]
+    argv += ["--batch-size", "2", "--n-layer", "1", "--n-head", "2", "--n-embd", "8", "--eval-iters", "1"]
+    assert main([*argv, "--no-progress", "--threads", "1"]) == 0
+    assert ("GPTModel", 1) in seen, f"--threads 1 did not reach accelerate(model): {seen}"
+    seen.clear()
+    assert main([*argv, "--no-progress", "--reference", "--force"]) == 0
+    assert not seen, f"--reference still switched to the fast path: {seen}"
+    assert main([*argv, "--no-progress", "--reference", "--force", "--threads", "2"]) == 2
+    assert "--threads sets the fast path's threads" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--threads", "0"])
+    assert e.value.code == 2 and "--threads: must be >= 1, got 0" in capsys.readouterr().err

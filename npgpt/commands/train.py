@@ -66,6 +66,20 @@ def add_arguments(parser):
     again.add_argument(
         "--force", action="store_true", help="overwrite the checkpoints already in OUT_DIR (default: refuse)"
     )
+    parser.add_argument(
+        "--reference",
+        dest="fast",
+        action="store_false",
+        help="run the plain reference code (npgpt/layers/), not the fast path (npgpt/fast/)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=at_least(1),
+        default=None,
+        metavar="N",
+        help="threads of the fast path and of BLAS (default: OMP_NUM_THREADS or OPENBLAS_NUM_THREADS "
+        "if set, else 1 for a model under 2M parameters, else the CPUs this process may use)",
+    )
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
 
 
@@ -73,6 +87,8 @@ def run(args):
     from ..train import DEFAULTS, train
 
     cfg = {k: getattr(args, k) for k in DEFAULTS}
+    if cfg["threads"] is not None and not cfg["fast"]:
+        raise InputError("--threads sets the fast path's threads; --reference runs without them")
     if cfg["n_embd"] % cfg["n_head"]:
         raise InputError(f"--n-embd ({cfg['n_embd']}) must be divisible by --n-head ({cfg['n_head']})")
     r = train(cfg, progress=args.progress)
