@@ -13,9 +13,11 @@ HELP = "benchmark components and the training step (float32) against the GEMM fl
 
 
 def add_arguments(parser):
+    from .argtypes import at_least, fraction
+
     parser.add_argument("--quick", action="store_true", help="tiny sizes: runs in seconds (for tests)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per case (default 5)")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed runs first (default 1)")
+    parser.add_argument("--repeats", type=at_least(1), default=5, help="timed runs per case (default 5)")
+    parser.add_argument("--warmup", type=at_least(0), default=1, help="untimed runs first (default 1)")
     parser.add_argument(
         "--profile", action="store_true", help="show where the step's time goes, per component"
     )
@@ -37,7 +39,7 @@ def add_arguments(parser):
         + ", ".join(c.name for c in supported("bench"))
         + "; model is the training step)",
     )
-    parser.add_argument("--dropout", type=float, default=0.0, help="drop_rate of the model (default 0.0)")
+    parser.add_argument("--dropout", type=fraction, default=0.0, help="drop_rate of the model (default 0.0)")
     parser.add_argument(
         "--reference",
         action="store_true",

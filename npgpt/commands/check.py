@@ -38,6 +38,9 @@ def cases(seed, components=None):
 
 
 def add_arguments(parser):
+    from .argtypes import at_least, positive_float
+
+    nonneg = at_least(0.0, float)
     parser.add_argument("--seed", type=int, default=0, help="seed for inputs, weights and dout")
     parser.add_argument(
         "--only",
@@ -45,9 +48,9 @@ def add_arguments(parser):
         metavar="NAMES",
         help="comma-separated components to check: " + ", ".join(c.name for c in supported("check")),
     )
-    parser.add_argument("--eps", type=float, default=1e-6, help="finite-difference step")
-    parser.add_argument("--atol", type=float, default=1e-6)
-    parser.add_argument("--rtol", type=float, default=1e-5)
+    parser.add_argument("--eps", type=positive_float, default=1e-6, help="finite-difference step")
+    parser.add_argument("--atol", type=nonneg, default=1e-6, help="absolute tolerance of each gradient")
+    parser.add_argument("--rtol", type=nonneg, default=1e-5, help="relative tolerance of each gradient")
 
 
 def run(args):

@@ -38,7 +38,7 @@ def add_arguments(parser):
         "--unbiased", action="store_true", help="layernorm only: divide the variance by C - 1"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed for weights, dout and default inputs")
-    parser.add_argument("--format", choices=("text", "markdown"), default="text")
+    parser.add_argument("--format", choices=("text", "markdown"), default="text", help="output format")
 
 
 def _parse(name, text):
