@@ -24,6 +24,8 @@ COMMANDS = {
     "train": "npgpt.commands.train",
     "generate": "npgpt.commands.generate",
     "bench": "npgpt.commands.bench",
+    "reference": "npgpt.commands.reference",
+    "compare": "npgpt.commands.compare",
 }
 
 
