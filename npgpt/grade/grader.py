@@ -161,11 +161,13 @@ def grade(
     memory_mb=2048,
     progress=None,
     sandbox_mode="auto",
+    unreadable=None,
 ):
     """Grade `submission` (a .py path); returns a GradeResult. Never runs the submission here.
 
     `sandbox_mode` is "auto", "bwrap", "user" or "none" (sandbox.choose), or a sandbox.Sandbox;
-    a mode that cannot run here raises sandbox.SandboxError.
+    a mode that cannot run here raises sandbox.SandboxError. `unreadable` is a reason the file
+    cannot be graded (Gradescope: no file was uploaded); every component then scores 0 with it.
     """
     t0 = time.monotonic()
     box = sandbox_mode if isinstance(sandbox_mode, sandbox.Sandbox) else sandbox.choose(sandbox_mode)
@@ -173,13 +175,15 @@ def grade(
     rubric = rubric or Rubric.load()
     result = GradeResult(os.path.basename(submission), seed, sandbox=box)
     try:
+        if unreadable:
+            raise OSError(unreadable)
         with open(submission, "rb") as f:
             raw = f.read(MAX_SOURCE + 1)
         if len(raw) > MAX_SOURCE:
             raise OSError(f"the file is larger than {MAX_SOURCE >> 20} MiB")
         found, syntax = detect(raw.decode("utf-8", "replace"), submission)
     except OSError as e:
-        found, syntax = {}, f"cannot read the submission: {e}"
+        found, syntax = {}, unreadable or f"cannot read the submission: {e.strerror or e}"
     keys = list(only) if only else [k for k in SPECS if k in found]
     if not keys:
         keys = list(SPECS)
@@ -201,7 +205,9 @@ def grade(
                 if key in found
                 else f"the submission defines neither class {spec.cls} nor functions {spec.fwd}/{spec.bwd}"
             )
-            result.components.append(grade_component(spec, form, jail, seed, rubric, timeout, memory_mb, problem))
+            result.components.append(
+                grade_component(spec, form, jail, seed, rubric, timeout, memory_mb, problem)
+            )
     finally:
         if jail:
             jail.close()

@@ -36,7 +36,6 @@ import site
 import struct
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -119,7 +118,10 @@ def _bwrap_works():
                 p = subprocess.run(cmd, capture_output=True, timeout=20, stdin=subprocess.DEVNULL)
                 err = p.stderr.decode("utf-8", "replace").strip().splitlines()
                 ok = p.returncode == 0
-                _probe_cache["bwrap"] = (ok, "" if ok else f"bwrap fails here: {err[-1] if err else p.returncode}")
+                _probe_cache["bwrap"] = (
+                    ok,
+                    "" if ok else f"bwrap fails here: {err[-1] if err else p.returncode}",
+                )
             except (OSError, subprocess.TimeoutExpired) as e:
                 _probe_cache["bwrap"] = (False, f"bwrap fails here: {e}")
     return _probe_cache["bwrap"]
@@ -130,7 +132,7 @@ def choose(requested="auto"):
     if requested not in MODES:
         raise SandboxError(f"--sandbox must be one of {', '.join(MODES)}, not {requested!r}")
     root = os.geteuid() == 0
-    memory = _cgroup_kind() or "RLIMIT_AS per process, at most %d tasks" % NPROC
+    memory = _cgroup_kind() or f"RLIMIT_AS per process, at most {NPROC} tasks"
     if requested in ("auto", "bwrap"):
         ok, why = _bwrap_works()
         if ok:
@@ -151,12 +153,18 @@ def choose(requested="auto"):
                     "may run (install the distribution's python3 or put the grader's in a readable place)"
                 )
         elif root:
+            why = f": {_bwrap_works()[1]})" if requested == "auto" else ")"
+            if others_can(os.path.join(NPGPT_DIR, "layers", "layernorm.py")):
+                return Sandbox(
+                    "user",
+                    False,
+                    f"NOT ISOLATED from the grader's files: {NPGPT_DIR} is readable by other users, so "
+                    "also by the submission's uid (chmod -R go-rwx it; the Gradescope set-up does)"
+                    f" (namespaces unavailable{why}",
+                    memory,
+                )
             return Sandbox(
-                "user",
-                True,
-                "unprivileged uid of its own (namespaces unavailable"
-                + (f": {_bwrap_works()[1]})" if requested == "auto" else ")"),
-                memory,
+                "user", True, f"an unprivileged uid of its own (namespaces unavailable{why}", memory
             )
         if requested == "user":
             raise SandboxError("--sandbox user needs the grader to run as root (to switch to another uid)")
@@ -164,8 +172,8 @@ def choose(requested="auto"):
     return Sandbox(
         "none",
         False,
-        f"NOT ISOLATED: the submission runs as {'root' if root else 'your user'} and can read, write and "
-        f"signal what you can ({why})",
+        f"the submission runs as {'root' if root else 'your user'} and can read, write, signal and "
+        f"reach over the network what you can ({why})",
         "RLIMIT_AS per process",
     )
 
@@ -294,6 +302,49 @@ def _kill(pid):
         pass
 
 
+# --- seccomp: no sockets in "user" mode (there is no network namespace to take them away) -------
+
+_ARCH = {"x86_64": (0xC000003E, 41, 101, 425), "aarch64": (0xC00000B7, 198, 117, 425)}
+
+
+def _seccomp_program():
+    """A classic-BPF filter failing socket(), ptrace() and io_uring_setup() with EACCES, or None."""
+    arch = _ARCH.get(os.uname().machine)
+    if arch is None:
+        return None
+    audit, nr_socket, nr_ptrace, nr_uring = arch
+    ld, jeq, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
+    allow, deny = 0x7FFF0000, 0x00050000 | errno.EACCES  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO
+    prog = [
+        (ld, 0, 0, 4),  # arch
+        (jeq, 1, 0, audit),
+        (ret, 0, 0, allow),  # another ABI (x32, compat): leave it (bwrap's namespaces are the defence)
+        (ld, 0, 0, 0),  # syscall number
+        (jeq, 3, 0, nr_socket),
+        (jeq, 2, 0, nr_ptrace),
+        (jeq, 1, 0, nr_uring),
+        (ret, 0, 0, allow),
+        (ret, 0, 0, deny),
+    ]
+    return b"".join(struct.pack("HBBI", *ins) for ins in prog)
+
+
+def _install_seccomp(code):
+    """prctl(PR_SET_NO_NEW_PRIVS) + prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER); False if refused."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(code)
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = Fprog(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        return False
+    return libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+
+
 # --- the uid of a sandbox -----------------------------------------------------------------------
 
 
@@ -306,7 +357,9 @@ class UidSlot:
         if st.st_uid != os.geteuid() or not os.path.isdir(LOCK_DIR) or st.st_mode & 0o077:
             raise SandboxError(f"{LOCK_DIR} is not a private folder of this user; remove it")
         for slot in range(UID_SLOTS):
-            fd = os.open(os.path.join(LOCK_DIR, f"{slot}.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            fd = os.open(
+                os.path.join(LOCK_DIR, f"{slot}.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600
+            )
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -381,24 +434,23 @@ def interpreter(bound_prefix_ok):
 
 
 def numpy_dirs():
-    """[(name, folder)] of numpy and its bundled libraries, readable by others.
+    """[(name, folder)] of a copy of numpy and its bundled libraries that others may read.
 
-    When the grader's numpy is not (a venv in a private folder), a copy in a root-owned cache
-    folder is made once per numpy version and used instead.
+    "user" mode shows the child its own copy, made once per numpy version in a cache folder only
+    the grader's user may write: the real one would tell it where the grader's site-packages is
+    (and, in a private venv, it could not read it).
     """
     real = os.path.realpath(os.path.dirname(np.__file__))
     found = [("numpy", real)]
     libs = os.path.join(os.path.dirname(real), "numpy.libs")
     if os.path.isdir(libs):
         found.append(("numpy.libs", libs))
-    if all(others_can(d) for _, d in found):
-        return found
     cache = os.path.join(tempfile.gettempdir(), f"npgpt-grade-numpy-{np.__version__}-{os.geteuid()}")
     if not os.path.isdir(cache):
         tmp = tempfile.mkdtemp(prefix="npgpt-grade-numpy-")
         for name, d in found:
             shutil.copytree(d, os.path.join(tmp, name), symlinks=True)
-        for dirpath, dirnames, filenames in os.walk(tmp):
+        for dirpath, _dirnames, filenames in os.walk(tmp):
             os.chmod(dirpath, 0o755)
             for f in filenames:
                 p = os.path.join(dirpath, f)
@@ -537,7 +589,7 @@ class Jail:
 # --- running one child --------------------------------------------------------------------------
 
 
-def _preexec(memory_bytes, cpu_seconds, cgroup, uid, nproc):
+def _preexec(memory_bytes, cpu_seconds, cgroup, uid, nproc, seccomp=None):
     procs = cgroup.procs if cgroup else []
 
     def apply():
@@ -555,6 +607,8 @@ def _preexec(memory_bytes, cpu_seconds, cgroup, uid, nproc):
             os.setgroups([])
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)
+        if seccomp and not _install_seccomp(seccomp):
+            os._exit(121)  # never run the submission with sockets when it was meant to be without
 
     return apply
 
@@ -640,7 +694,12 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True,
         home = jail.inputs
         env.update(HOME=home, TMPDIR=home)
         pre = _preexec(
-            memory, int(timeout) + 1, cgroup, uid, NPROC if uid is not None else 0
+            memory,
+            int(timeout) + 1,
+            cgroup,
+            uid,
+            NPROC if uid is not None else 0,
+            _seccomp_program() if sb.mode == "user" else None,
         )
         pass_fds, cwd, popen_env = (w,), jail.inputs, env
     t0 = time.monotonic()
@@ -728,7 +787,11 @@ def _pump(proc, r, info_r, deadline):
     """Read the pipes until they close, the child exits, or the deadline passes."""
     sel = selectors.DefaultSelector()
     bufs = {}
-    fds = [(r, RESULT_LIMIT), (proc.stdout.fileno(), OUTPUT_LIMIT + 1), (proc.stderr.fileno(), OUTPUT_LIMIT + 1)]
+    fds = [
+        (r, RESULT_LIMIT),
+        (proc.stdout.fileno(), OUTPUT_LIMIT + 1),
+        (proc.stderr.fileno(), OUTPUT_LIMIT + 1),
+    ]
     if info_r >= 0:
         fds.append((info_r, 4096))
     for fd, cap in fds:
@@ -758,7 +821,9 @@ def _pump(proc, r, info_r, deadline):
 
 # --- reading what the child sent ----------------------------------------------------------------
 
-_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+)
 
 
 def clean(text):
@@ -775,7 +840,11 @@ def _npy(blob):
         raise ValueError(f"unsupported .npy version {version}")
     read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
     shape, fortran, dtype = read(f, max_header_size=1000)
-    if not isinstance(shape, tuple) or len(shape) > 8 or not all(isinstance(n, int) and 0 <= n for n in shape):
+    if (
+        not isinstance(shape, tuple)
+        or len(shape) > 8
+        or not all(isinstance(n, int) and 0 <= n for n in shape)
+    ):
         raise ValueError(f"bad shape {shape!r}")
     if dtype.hasobject or dtype.kind != "f" or dtype.itemsize not in (4, 8) or dtype.byteorder == ">":
         raise ValueError(f"dtype {dtype} (expected float32 or float64)")

@@ -201,6 +201,7 @@ def main():
     fail = lambda e: describe(e, submission, req["memory_mb"])  # noqa: E731
     try:
         import npgpt.module as module
+
         with open(submission, encoding="utf-8", errors="replace") as f:
             source = f.read()
         sub = types.ModuleType("submission")
