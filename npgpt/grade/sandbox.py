@@ -613,6 +613,30 @@ def _preexec(memory_bytes, cpu_seconds, cgroup, uid, nproc, seccomp=None):
     return apply
 
 
+def _nproc(uid):
+    """RLIMIT_NPROC for the child: NPROC tasks for a uid of its own, else NPROC more than now.
+
+    RLIMIT_NPROC counts every task of the real uid, so a child sharing the grader's uid (bwrap
+    run by a user, or "none") gets the user's present count plus NPROC. Root ignores it (bwrap's
+    own set-up), the sandbox uid does not.
+    """
+    if uid is not None:
+        return NPROC
+    me, count = os.getuid(), 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            m = re.search(r"^Uid:\s+(\d+)", text, re.M)
+            t = re.search(r"^Threads:\s+(\d+)", text, re.M)
+            if m and int(m.group(1)) == me:
+                count += int(t.group(1)) if t else 1
+    return 0 if me == 0 else count + NPROC
+
+
 def _fate(code, timed_out, timeout, memory_mb, oom):
     if timed_out:
         return f"timed out after {timeout:g} s (every process of it was killed)"
@@ -687,7 +711,7 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True,
                 "--",
             ]
         cmd += [python, "-I", "-S", "-B", *worker]
-        pre = _preexec(memory, int(timeout) + 1, cgroup, None, 0)
+        pre = _preexec(memory, int(timeout) + 1, cgroup, None, _nproc(uid))
         pass_fds, cwd, popen_env = (w, info_w), "/", {}
     else:
         cmd = [python, "-I", "-S", "-B", *worker]
@@ -698,7 +722,7 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True,
             int(timeout) + 1,
             cgroup,
             uid,
-            NPROC if uid is not None else 0,
+            _nproc(uid),
             _seccomp_program() if sb.mode == "user" else None,
         )
         pass_fds, cwd, popen_env = (w,), jail.inputs, env
