@@ -395,6 +395,32 @@ def kill_uid(uid, deadline):
         time.sleep(0.01)
 
 
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+
+
+def remove_files_of(uid):
+    """Delete what `uid` left in the world-writable folders (empty files, folders, symlinks).
+
+    "user" mode only: the sandbox uid may create entries there (RLIMIT_FSIZE keeps them empty).
+    Entries are matched by owner with lstat and removed without following links.
+    """
+    for d in sorted({tempfile.gettempdir(), *SHARED_WRITABLE}):
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if e.is_dir(follow_symlinks=False):
+                    shutil.rmtree(e.path, ignore_errors=True)
+                else:
+                    os.unlink(e.path)
+            except OSError:
+                pass
+
+
 # --- the jail: what the child may see -----------------------------------------------------------
 
 
@@ -492,7 +518,9 @@ def _ns_flags():
     flags = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     if os.geteuid() != 0:
         flags.append("--unshare-user")
-    return flags + ["--die-with-parent", "--new-session"]
+    # --as-pid-1: the worker is the namespace's init, so it has no parent to attack, and when it
+    # ends, every process it left behind ends with it.
+    return flags + ["--die-with-parent", "--new-session", "--as-pid-1"]
 
 
 def _fs_flags(jail):
@@ -505,14 +533,16 @@ def _fs_flags(jail):
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
     for d in _hidden_dirs():
-        args += ["--tmpfs", d]
+        args += ["--tmpfs", d, "--remount-ro", d]
     if os.path.exists("/etc/ld.so.cache"):
         args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(16 << 20), "--tmpfs", "/tmp"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
     if jail is not None:
         args += ["--ro-bind", jail.root, "/sandbox"]
         for name, src in jail.numpy:
             args += ["--ro-bind", src, f"/sandbox/site/{name}"]
+    args += ["--size", str(16 << 20), "--tmpfs", "/tmp"]  # the one writable place
+    args += ["--remount-ro", "/"]  # the root tmpfs bwrap builds (its /etc, its mount points)
     return args + ["--chdir", "/tmp", "--clearenv"]
 
 
@@ -564,10 +594,10 @@ class Jail:
             else:
                 os.symlink(src, os.path.join(site_dir, name))
         for dirpath, dirnames, filenames in os.walk(self.root):
-            for d in dirnames:
-                os.chmod(os.path.join(dirpath, d), 0o755)
-            for f in filenames:
-                os.chmod(os.path.join(dirpath, f), 0o644)
+            for name in dirnames + filenames:
+                p = os.path.join(dirpath, name)
+                if not os.path.islink(p):
+                    os.chmod(p, 0o755 if name in dirnames else 0o644)
 
     def path(self, *parts):
         """A path as the child sees it."""
@@ -772,6 +802,8 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True,
             cgroup.kill_all(give_up)
         if uid is not None:
             kill_uid(uid, give_up)
+            if sb.mode == "user":
+                remove_files_of(uid)
         run = ChildRun(seconds=time.monotonic() - t0)
         run.frames, bad = _parse(bytes(bufs[r]))
         for attr, fd in (("stdout", proc.stdout.fileno()), ("stderr", proc.stderr.fileno())):

