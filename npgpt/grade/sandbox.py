@@ -557,6 +557,14 @@ class Jail:
         self.sandbox = sandbox
         self.slot = UidSlot() if os.geteuid() == 0 and sandbox.mode in ("bwrap", "user") else None
         self.root = tempfile.mkdtemp(prefix="npgpt-jail-")
+        try:
+            self._build(submission)
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self, submission):
+        sandbox = self.sandbox
         os.chmod(self.root, 0o755)
         lib = os.path.join(self.root, "lib")
         stub = os.path.join(lib, "npgpt")
