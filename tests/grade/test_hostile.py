@@ -212,11 +212,20 @@ def run(request, tmp_path_factory):
     if mode == "unprivileged":
         if sandbox.interpreter(False)[0] is None or not _tool("runuser") or not _tool("useradd"):
             pytest.skip("no Python another user may run, or no runuser")
+        user = _ensure_user(TEST_USER)
+        probe = subprocess.run(
+            [_tool("runuser"), "-u", user, "--", shutil.which("bwrap") or "bwrap", "--unshare-all"]
+            + ["--ro-bind", "/", "/", "true"],
+            capture_output=True,
+            text=True,
+        )
+        if probe.returncode != 0:
+            pytest.skip(f"bwrap cannot run as an unprivileged user here: {probe.stderr.strip()[-200:]}")
         base = os.path.join(tempfile.mkdtemp(prefix="npgpt-unpriv-"), "run")
         os.makedirs(base)
         os.chmod(os.path.dirname(base), 0o755)
         try:
-            yield _run_folder(base, "auto", as_user=_ensure_user(TEST_USER))
+            yield _run_folder(base, "bwrap", as_user=user)
         finally:
             shutil.rmtree(os.path.dirname(base), ignore_errors=True)
         return
@@ -270,18 +279,12 @@ def no_credit(c):
     return all(t["score"] == 0 for t in c["tests"] if t["name"] in ("GELU.forward: out", "GELU.backward: dx"))
 
 
-def _contained_or_unisolated(run):
-    """True when the run is isolated (the unprivileged case without user namespaces is not)."""
-    return run["results"]["honest_correct"]["sandbox"]["isolated"]
-
-
 @pytest.mark.parametrize("name", ["real_npgpt_sysmodules", "real_npgpt_by_path"])
 def test_the_reference_cannot_be_imported_or_loaded(run, name):
     c, got = gelu(run, name)
     assert "ATTACK" in c["stdout"], f"{name}: the attack did not run: {c['problem']}"
-    if _contained_or_unisolated(run):
-        assert no_credit(c), f"{run['mode']} {name}: zeros scored {got}: {c['stdout'][-600:]}"
-        assert "loaded the reference" not in c["stdout"] and "real npgpt imported" not in c["stdout"]
+    assert no_credit(c), f"{run['mode']} {name}: zeros scored {got}: {c['stdout'][-600:]}"
+    assert "loaded the reference" not in c["stdout"] and "real npgpt imported" not in c["stdout"]
 
 
 def test_the_parent_memory_cannot_be_written_nor_traced(run):
