@@ -222,3 +222,20 @@ def test_scores_add_up_exactly_to_the_total(tmp_path):
         assert not grads or sum(grads) == 1, f"{c.cls}: parameter gradients share {sum(grads)}, not 1"
         assert all((exact(t.max_score) * 10_000).denominator == 1 for t in c.tests), c.cls
     assert r.score == r.max_score == 59.4, (r.score, r.max_score)
+
+
+def test_a_grader_killed_by_its_submission_costs_only_that_row(tmp_path, capsys):
+    """Unsandboxed (--sandbox none) a submission can kill its grader; the folder run goes on."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    shutil.copy(os.path.join(HERE, "correct.py"), subs / "a_correct.py")
+    (subs / "b_killer.py").write_text(
+        "import os, signal\n\nos.kill(os.getppid(), signal.SIGKILL)  # its own grader only\n\n\n"
+        "class GELU:\n    pass\n"
+    )
+    args = ["grade", str(subs), "--only", "gelu", "--seed", "1", "--sandbox", "none", "--results", str(out)]
+    assert main(args + ["--jobs", "2"]) == 0
+    with open(out / "grades.csv", newline="") as f:
+        rows = {r["submission"]: r for r in csv.DictReader(f)}
+    assert float(rows["a_correct"]["score"]) == 10.0, rows["a_correct"]
+    assert rows["b_killer"]["score"] == "0" and rows["b_killer"]["error"], rows["b_killer"]
