@@ -129,7 +129,7 @@ RANGES = {
     "linear": 4,
     "dropout": 2,
     "embedding": 2,
-    "attention": 14,
+    "attention": 15,
     "block": 4,
     "loss": 4,
 }

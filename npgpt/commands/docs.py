@@ -85,11 +85,22 @@ def _latex_to_text():
         from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
     except ImportError:
         return None
+
+    def frac(node, l2tobj):  # a/b, with parentheses around a numerator or denominator of several terms
+        parts = [l2tobj.nodelist_to_text([a]).strip() for a in node.nodeargd.argnlist[-2:]]
+        parts = [f"({t})" if re.search(r"[\s+\-]", t) else t for t in parts]
+        return "/".join(parts)
+
     db = get_default_latex_context_db().filter_context(keep_categories=None)
     db.add_context_category(
         "npgpt",
         prepend=True,
-        macros=[MacroTextSpec("underbrace", simplify_repl="%s"), MacroTextSpec("tag", simplify_repl="")],
+        macros=[
+            MacroTextSpec("underbrace", simplify_repl="%s"),
+            MacroTextSpec("tag", simplify_repl=""),
+            MacroTextSpec("frac", simplify_repl=frac),
+            MacroTextSpec("tfrac", simplify_repl=frac),
+        ],
     )
     return LatexNodes2Text(math_mode="text", latex_context=db, strict_latex_spaces=True).latex_to_text
 
@@ -125,7 +136,7 @@ def render(text, tex=False, docs_dir=None):
 
     text = re.sub(r"<!--.*?-->\n?", "", text, flags=re.S)
     text = re.sub(r"\$\$(.*?)\$\$", display, text, flags=re.S)
-    text = re.sub(r"(?<![\\$])\$([^$\n]+?)\$", lambda m: math_to_text(m.group(1), convert), text)
+    text = re.sub(r"(?<![\\$])\$([^$]+?)\$", lambda m: math_to_text(m.group(1), convert), text)
 
     def snippet(m):
         path = pathlib.Path(m.group(1))
