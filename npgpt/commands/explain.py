@@ -52,8 +52,11 @@ def _parse(name, text):
 
 
 def _values(v, indent):
+    v = np.asarray(v)
+    if v.dtype.kind == "f":  # rounded as printed, and + 0.0 turns -0.0 into 0.0: no "-0." shown
+        v = np.round(v, 4) + 0.0
     body = np.array2string(
-        np.asarray(v), precision=4, suppress_small=True, max_line_width=WIDTH - indent, floatmode="maxprec"
+        v, precision=4, suppress_small=True, max_line_width=WIDTH - indent, floatmode="maxprec"
     )
     return "\n".join((" " * indent + line).rstrip() for line in body.splitlines())
 
@@ -126,7 +129,11 @@ def run(args):
             **options,
         )
     except (ValueError, TypeError, IndexError) as err:
-        print(f"npgpt explain {args.component}: {err}", file=sys.stderr)
+        msg = str(err)  # the explainers' own messages start with "explain <component>:"
+        print(
+            f"npgpt {msg}" if msg.startswith("explain ") else f"npgpt explain {args.component}: {msg}",
+            file=sys.stderr,
+        )
         return 2
     print(render_text(e, args.seed) if args.format == "text" else render_markdown(e, args.seed))
     return 0 if e.passed else 1
