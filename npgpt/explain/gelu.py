@@ -61,10 +61,10 @@ def explain_gelu(x=None, seed=0, dout=None):
         Step("dx", b["dx"], "g1", "dout 0.5 (1 + t) + du * du_dx (both parts)"),
         Step("dgelu", dgelu, "eq. 5", "0.5 (1 + t) + 0.5 x (1 - t^2) du_dx"),
     ]
-    e.checks.append(("eq. 5, dout * dgelu, = the gates' dx", _diff((dout * dgelu, b["dx"]))))
+    e.checks.append(("eq. 5 = the gates' dx", _diff((dout * dgelu, b["dx"]))))
     m = GELU()
     out = m.forward(x)
-    e.checks.append(("npgpt.GELU cache (t)", _diff((m.cache.t, f["t"]))))
+    e.checks.append(("npgpt.GELU cache: t", _diff((m.cache.t, f["t"]))))
     e.checks.append(("npgpt.GELU.forward", _diff((out, f["out"]))))
     e.checks.append(("npgpt.GELU.backward", _diff((m.backward(dout), b["dx"]))))
     return e

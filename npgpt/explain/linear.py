@@ -37,9 +37,9 @@ def explain_linear(x=None, seed=0, dout=None, out_features=2):
         Step("dbias", db, "eq. 3", "dout2 summed over positions"),
         Step("dx", dx, "eq. 4", "dout W"),
     ]
-    e.checks.append(("eq. 2, dout2^T x2, = the sum of the outer products", _diff((dout2.T @ x2, dW))))
+    e.checks.append(("eq. 2 = the sum of the outer products", _diff((dout2.T @ x2, dW))))
     e.checks.append(("npgpt.Linear.forward", _diff((lin.forward(x), out))))
-    e.checks.append(("npgpt.Linear cache (x)", _diff((lin.cache, x))))
+    e.checks.append(("npgpt.Linear cache: x", _diff((lin.cache, x))))
     dx_m = lin.backward(dout)
     e.checks.append(("npgpt.Linear.backward", _diff((dx_m, dx), (lin.weight.grad, dW), (lin.bias.grad, db))))
     return e
