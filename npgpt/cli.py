@@ -44,6 +44,16 @@ def build_parser(argv=None):
     return parser
 
 
+def _openblas_settings():
+    """The `npgpt` command is a process npgpt owns: let OpenBLAS's idle threads sleep after about
+    25 us of spinning (2^16 cycles) instead of 0.1 s, so the fast path's elementwise passes get
+    the cores between matrix products (npgpt/fast/_blas_threads.py, docs/bench.md). OpenBLAS
+    reads this once, when NumPy loads it, so it is set before anything imports NumPy (`import
+    npgpt` loads none). A value the user set wins; a library user sets it themselves."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "16")
+
+
 def _version():
     from . import __version__
 
@@ -51,6 +61,7 @@ def _version():
 
 
 def main(argv=None):
+    _openblas_settings()
     args = build_parser(argv).parse_args(argv)
     try:
         return args._run(args)

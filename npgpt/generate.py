@@ -1,55 +1,32 @@
 """Sampling from a GPTModel with a key/value cache.
 
-`KVCache` is an inference path through the model's own modules (docs/model.md): the
-LayerNorms, Linears and feed-forward networks run their usual forward on the new positions
-only, and attention, the one part that looks at earlier positions, is replayed here with the
-keys and values of the tokens seen so far. So a new token costs one position's work: its
-q, k, v, one row of attention scores, one MLP row.
+`KVCache` is an inference path through the model's own modules (docs/model.md): every module
+runs its usual forward on the new positions only, and attention gets a `KeyValues` per layer
+(npgpt/layers/attention.py), the keys and values of the tokens seen so far, to which its forward
+appends the new ones. So a new token costs one position's work: its q, k, v, one row of
+attention scores, one MLP row.
 
 When the cache is full (context_length positions) the window slides: the cache is rebuilt
 from the last context_length // 2 tokens, since the positional embeddings of every cached
 token change when the window moves.
 """
 
-import math
-
 import numpy as np
+
+from .layers.attention import KeyValues
 
 
 class KVCache:
-    """Per-layer keys and values (B, nh, t, hs) of the `t` positions processed so far."""
+    """One `KeyValues` per layer: the keys and values (B, nh, t, hs) of the t positions so far."""
 
     def __init__(self, model):
         self.model = model
-        self.keys = [None] * len(model.trf_blocks)
-        self.values = [None] * len(model.trf_blocks)
+        self.layers = [KeyValues() for _ in model.trf_blocks]
         self.length = 0
 
     def reset(self):
-        self.keys = [None] * len(self.keys)
-        self.values = [None] * len(self.values)
+        self.layers = [KeyValues() for _ in self.layers]
         self.length = 0
-
-    def _attend(self, i, att, x):
-        B, T, _ = x.shape
-        nh, hs = att.num_heads, att.head_dim
-
-        def heads(t):
-            return t.reshape(B, T, nh, hs).transpose(0, 2, 1, 3)  # (B, nh, T, hs)
-
-        q, k, v = heads(att.W_query.forward(x)), heads(att.W_key.forward(x)), heads(att.W_value.forward(x))
-        if self.keys[i] is not None:
-            k = np.concatenate([self.keys[i], k], axis=2)  # (B, nh, t + T, hs)
-            v = np.concatenate([self.values[i], v], axis=2)  # (B, nh, t + T, hs)
-        self.keys[i], self.values[i] = k, v
-        scores = (q @ k.swapaxes(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, nh, T, t + T)
-        t0 = k.shape[2] - T  # positions already cached
-        future = np.arange(k.shape[2])[None, :] > (t0 + np.arange(T))[:, None]  # (T, t + T)
-        scores[..., future] = -np.inf
-        scores = np.exp(scores - scores.max(-1, keepdims=True))
-        scores /= scores.sum(-1, keepdims=True)  # (B, nh, T, t + T)
-        ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(B, T, nh * hs)  # (B, T, d_out)
-        return att.out_proj.forward(ctx)  # (B, T, E)
 
     def forward(self, idx):
         """idx: (B, T) new token ids at positions length .. length + T - 1 -> logits (B, T, V)."""
@@ -62,9 +39,9 @@ class KVCache:
                 f"{m.cfg['context_length']}"
             )
         pos = np.arange(self.length, self.length + T)  # (T,)
-        x = m.tok_emb.weight.data[idx] + m.pos_emb.weight.data[pos]  # (B, T, E)
+        x = m.tok_emb.forward(idx) + m.pos_emb.forward(pos)  # (B, T, E)
         for i, blk in enumerate(m.trf_blocks):
-            x = x + self._attend(i, blk.att, blk.norm1.forward(x))  # (B, T, E)
+            x = x + blk.att.forward(blk.norm1.forward(x), kv=self.layers[i])  # (B, T, E)
             x = x + blk.ff.forward(blk.norm2.forward(x))  # (B, T, E)
         self.length += T
         return m.out_head.forward(m.final_norm.forward(x))  # (B, T, V)

@@ -8,15 +8,11 @@ from collections import namedtuple
 import numpy as np
 
 from ._checks import cache_of, float_input, index_input
-from .layers._workspace import blockwise, buffer
 from .module import Module
 
-
-class LossCache(namedtuple("LossCache", "expz sumexp y keep n shape")):
-    """What backward reads: exp(z - max) (N, V) and its row sums (N, 1), the targets (N,), which
-    rows count (N,), how many, and the logits' shape."""
-
-    __slots__ = ()
+# what backward reads: the log-probabilities logp (N, V), the targets y (N,), which rows count
+# keep (N,), how many n, and the logits' shape
+LossCache = namedtuple("LossCache", "logp y keep n shape")
 
 
 class CrossEntropyLoss(Module):
@@ -27,8 +23,8 @@ class CrossEntropyLoss(Module):
         self.ignore_index = int(ignore_index)
         self.cache = None
 
-    def forward(self, logits, targets):
-        """logits: (N, V) or (B, T, V) float; targets: (N,) or (B, T) int -> mean loss (float)."""
+    def _check_input(self, logits, targets):
+        """(z (N, V), y (N,), keep (N,), n) from the logits and targets, or a clear error."""
         where = "CrossEntropyLoss.forward"
         logits = float_input(where, "logits", logits, None, ndim_min=2)
         if logits.ndim > 3:
@@ -40,7 +36,6 @@ class CrossEntropyLoss(Module):
                 f"to match logits of shape {logits.shape}"
             )
         V = logits.shape[-1]
-        z = logits.reshape(-1, V)  # (N, V)
         y = targets.reshape(-1)  # (N,)
         keep = y != self.ignore_index  # (N,) bool
         y = index_input(where, "targets", np.where(keep, y, 0) if y.dtype.kind in "iu" else y, V)
@@ -49,37 +44,27 @@ class CrossEntropyLoss(Module):
             raise ValueError(
                 f"{where}: every target is ignore_index ({self.ignore_index}); the mean is undefined"
             )
-        # exp(z - zmax) is computed in place in a buffer kept across calls (at V = 50257 each
-        # fresh (N, V) array costs its page faults), block by block on every core, so the
-        # passes over each block run in cache (_workspace.blockwise)
-        expz = buffer(self, "expz", z.shape, z.dtype)  # (N, V)
-        zmax = np.empty((len(z), 1), z.dtype)  # (N, 1)
-        sumexp = np.empty((len(z), 1), z.dtype)  # (N, 1)
+        return logits.reshape(-1, V), y, keep, n
 
-        def softmax_parts(z, expz, zmax, sumexp):  # a block of rows
-            np.max(z, axis=-1, keepdims=True, out=zmax)
-            np.subtract(z, zmax, out=expz)  # the max subtracted so exp cannot overflow
-            np.exp(expz, out=expz)
-            np.sum(expz, axis=-1, keepdims=True, out=sumexp)
-
-        blockwise(softmax_parts, np.ascontiguousarray(z), expz, zmax, sumexp)
-        rows = np.arange(len(y))
-        logp_y = (z[rows, y] - zmax[:, 0]) - np.log(sumexp[:, 0])  # (N,)   eq. 1: log-softmax at y
-        nll = -logp_y  # (N,)   eq. 2
+    def forward(self, logits, targets):
+        """logits: (N, V) or (B, T, V) float; targets: (N,) or (B, T) int -> mean loss (float)."""
+        z, y, keep, n = self._check_input(logits, targets)  # (N, V), (N,), (N,), kept rows
+        zmax = z.max(-1, keepdims=True)  # (N, 1)
+        shifted = z - zmax  # (N, V), the max subtracted so exp cannot overflow
+        logsumexp = np.log(np.exp(shifted).sum(-1, keepdims=True))  # (N, 1)
+        logp = shifted - logsumexp  # (N, V)   eq. 1: log-softmax
+        nll = -logp[np.arange(len(y)), y]  # (N,)   eq. 2
         loss = float(nll[keep].sum(dtype=np.float64) / n)  # eq. 3
-        # kept for backward: exp(z - zmax) and its row sums (softmax = expz / sumexp), the
-        # targets, which rows count, and how many
-        self.cache = LossCache(expz, sumexp, y, keep, n, logits.shape)
+        self.cache = LossCache(logp, y, keep, n, np.shape(logits))
         return loss
 
     def backward(self, dout=1.0):
         """dout: the scalar gradient of the final loss (1.0) -> dlogits, logits' shape."""
-        expz, sumexp, y, keep, n, shape = cache_of(self, self.cache)
+        logp, y, keep, n, shape = cache_of(self, self.cache)
         if np.ndim(dout) != 0:
             raise ValueError(f"CrossEntropyLoss.backward: dout must be a scalar, got shape {np.shape(dout)}")
-        rowscale = (keep * (float(dout) / n)).astype(expz.dtype)[:, None]  # (N, 1): dout / n, 0 if ignored
-        # eq. 4: dlogits = (softmax(logits) - onehot(target)) / n on kept rows, 0 on ignored rows;
-        # softmax's division by sumexp is folded into the row scale: one pass over (N, V)
-        dlogits = expz * (rowscale / sumexp)  # (N, V)   eq. 4
-        dlogits[np.arange(len(y)), y] -= rowscale[:, 0]
+        # eq. 4: dlogits = (softmax(logits) - onehot(target)) * dout / n on kept rows, 0 on ignored
+        dlogits = np.exp(logp)  # (N, V) softmax
+        dlogits[np.arange(len(y)), y] -= 1.0
+        dlogits *= (keep * (float(dout) / n)).astype(logp.dtype)[:, None]
         return dlogits.reshape(shape)

@@ -1,4 +1,4 @@
-"""Parameter, Module and Sequential: the forward/backward protocol of ../shared/API.md.
+"""Parameter, Module and Sequential: the forward/backward protocol of docs/api.md.
 
 `Parameter` is micrograd's `Value` for arrays: `.data` and `.grad`, and every backward adds
 into `.grad` (`+=`), so shared weights and gradient accumulation just work.

@@ -21,6 +21,7 @@ import numpy as np
 
 from . import checkpoint
 from .data import get_batch, prepare
+from .fast import accelerate
 from .layers.dropout import Dropout
 from .layers.embedding import Embedding
 from .layers.linear import Linear
@@ -53,6 +54,7 @@ DEFAULTS = {  # nanoGPT's CPU run of shakespeare_char (its README)
     "data": None,
     "dtype": "float32",
     "init": "nanogpt",
+    "fast": True,
 }
 
 
@@ -83,6 +85,8 @@ def estimate_loss(model, splits, cfg, rng):
     """Mean loss over cfg["eval_iters"] batches of each split, in eval mode."""
     model.eval()
     ce, out = CrossEntropyLoss(), {}
+    if cfg.get("fast"):
+        accelerate(ce)
     for name, data in splits.items():
         losses = [
             ce.forward(model.forward(x), y)
@@ -122,6 +126,8 @@ def train(cfg=None, should_stop=None, progress=True, log=print):
     if cfg["init"] == "nanogpt":
         init_nanogpt(model, np.random.default_rng([cfg["seed"], 1]))
     model.astype(dtype)
+    if cfg["fast"]:  # the fast path, same parameters and results (npgpt/fast/)
+        accelerate(model, threads=cfg.get("threads"))
     betas, seed = (cfg["beta1"], cfg["beta2"]), cfg["seed"]
     opt = AdamW(decay_groups(model, cfg["weight_decay"]), lr=cfg["learning_rate"], betas=betas, eps=1e-8)
     # independent streams for the batches, the evaluation batches and dropout, all saved
@@ -141,6 +147,8 @@ def train(cfg=None, should_stop=None, progress=True, log=print):
         checkpoint.save_checkpoint(out_dir, name, model, config, tok, opt, it, rngs, extra)
 
     ce, tokens, train_time, t_start = CrossEntropyLoss(), 0, 0.0, time.perf_counter()
+    if cfg["fast"]:
+        accelerate(ce)
     flag, old_handler = stop_flag()
     bar = Progress(cfg["max_iters"], it, enabled=progress, log=log)
     try:

@@ -4,6 +4,7 @@ Each fixture holds a component's config, input, state dict, output, upstream gra
 every gradient torch computed. Here npgpt builds the same component, loads the state dict
 through `load_state_dict`, casts to the fixture's dtype and must reproduce every tensor within
 the tolerances in tests/fixtures/MANIFEST.json (justified in tests/fixtures/README.md).
+Each fixture runs on the reference and again on the fast path (`npgpt.fast.accelerate`).
 No torch is imported here. The optimizer and gpt2-tiny fixtures are read by their own tests.
 """
 
@@ -15,7 +16,10 @@ import numpy as np
 import pytest
 
 import npgpt
+from npgpt.fast import accelerate
 from tests.asserts import assert_close
+
+PATHS = {"reference": lambda m: m, "fast": accelerate}
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MANIFEST = json.loads((FIXTURES / "MANIFEST.json").read_text())
@@ -64,11 +68,12 @@ def grad_scale(arrays, prefixes=("grad.",)):
     return max(float(np.abs(v).max()) for k, v in arrays.items() if k.startswith(prefixes))
 
 
-def run_fixture(name):
-    """Run npgpt on fixture `name`; return [(tensor, npgpt value, torch value, scale)], dtype."""
+def run_fixture(name, path="reference"):
+    """Run npgpt (`path`: "reference" or "fast") on fixture `name`; return
+    [(tensor, npgpt value, torch value, scale)], dtype."""
     arrays, cfg = load(name)
     dtype = cfg["dtype"]
-    module = BUILDERS[cfg["component"]](cfg["ctor"])
+    module = PATHS[path](BUILDERS[cfg["component"]](cfg["ctor"]))
     state = {k[len("state.") :]: v for k, v in arrays.items() if k.startswith("state.")}
     if state:
         module.load_state_dict(state)
@@ -123,15 +128,16 @@ def test_every_fixture_is_listed_and_small():
     assert total < 5_000_000, f"fixtures total {total} bytes, over the 5 MB budget"
 
 
+@pytest.mark.parametrize("path", sorted(PATHS))
 @pytest.mark.parametrize("name", MODULE_FIXTURES)
-def test_matches_torch(name):
-    pairs, dtype = run_fixture(name)
+def test_matches_torch(name, path):
+    pairs, dtype = run_fixture(name, path)
     for tensor, got, ref, _ in pairs:
         if tensor != "out" or np.ndim(ref):
             assert np.asarray(got).dtype == np.dtype(dtype), (
                 f"{name}: {tensor} has dtype {np.asarray(got).dtype}, the fixture's is {dtype}"
             )
-    check(name, pairs, dtype)
+    check(f"{name} ({path})", pairs, dtype)
 
 
 def block124_weights(cfg):
@@ -143,7 +149,8 @@ def block124_weights(cfg):
     }
 
 
-def test_block_at_124m_shapes():
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_block_at_124m_shapes(path):
     name = "block124m_float32.npz"
     arrays, cfg = load(name)
     weights = block124_weights(cfg)
@@ -152,7 +159,7 @@ def test_block_at_124m_shapes():
         f"{name}: regenerated weights differ from the exporter's (sha256 {digest}); "
         "NumPy's Generator stream changed, re-run export_torch.py"
     )
-    block = npgpt.TransformerBlock(cfg["ctor"]).astype(np.float32)
+    block = PATHS[path](npgpt.TransformerBlock(cfg["ctor"]).astype(np.float32))
     ctx = cfg["ctor"]["context_length"]
     weights["att.mask"] = np.triu(np.ones((ctx, ctx)), k=1)  # the book's buffer
     block.load_state_dict(weights)
@@ -181,4 +188,4 @@ def test_block_at_124m_shapes():
         pairs.append((f"grad.{pname} (from act.{lin})", p.grad, dw, gscale))
         norm = np.linalg.norm(p.grad.astype(np.float64))
         pairs.append((f"gradnorm.{pname}", norm, arrays[f"gradnorm.{pname}"], 0.0))
-    check(name, pairs, "float32")
+    check(f"{name} ({path})", pairs, "float32")

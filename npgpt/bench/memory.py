@@ -43,6 +43,11 @@ def _peak_main(spec):
         twin = load_twin(spec["twin"])
         model = twin.like(model, cfg, book=kind == "torch_book")
         fn = twin.step_fn(model, idx, targets)
+    elif spec.get("fast", True):
+        from ..fast import accelerate
+        from ..loss import CrossEntropyLoss
+
+        fn = step_fn(accelerate(model), idx, targets, accelerate(CrossEntropyLoss()))
     else:
         fn = step_fn(model, idx, targets)
     reset = _rss_peak_reset()
@@ -51,10 +56,11 @@ def _peak_main(spec):
     print(json.dumps({"peak": _rss_peak(), "since_reset": reset}))
 
 
-def peak_rss(cfg, B, T, kind="npgpt", steps=2, twin=None):
-    """Peak RSS in bytes of `steps` training steps (params and grads included), in a fresh process."""
+def peak_rss(cfg, B, T, kind="npgpt", steps=2, twin=None, fast=True):
+    """Peak RSS in bytes of `steps` training steps (params and grads included), in a fresh process.
+    For kind "npgpt", `fast` chooses npgpt's fast path or the reference."""
     twin = os.path.abspath(twin) if twin else None
-    spec = json.dumps({"cfg": cfg, "B": B, "T": T, "kind": kind, "steps": steps, "twin": twin})
+    spec = json.dumps({"cfg": cfg, "B": B, "T": T, "kind": kind, "steps": steps, "twin": twin, "fast": fast})
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # above npgpt/
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
     code = f"import json, npgpt.bench.memory as m; m._peak_main(json.loads({spec!r}))"

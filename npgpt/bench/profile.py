@@ -8,7 +8,7 @@ from .. import CrossEntropyLoss
 from .cases import step_fn
 
 
-def profile_step(model, idx, targets, repeats=1):
+def profile_step(model, idx, targets, repeats=1, loss_fn=None):
     """Seconds per component kind (exclusive of children) over `repeats` steps: {kind: s}."""
     totals, stack, patched = {}, [], []
 
@@ -45,7 +45,7 @@ def profile_step(model, idx, targets, repeats=1):
         object.__setattr__(mod, meth, timed)
         patched.append((mod, meth))
 
-    loss_fn = CrossEntropyLoss()
+    loss_fn = CrossEntropyLoss() if loss_fn is None else loss_fn
     for name, mod in [*model.named_modules(), ("loss", loss_fn)]:
         for meth in ("forward", "backward"):
             wrap(mod, meth, f"{kind(name, mod)} {meth}")

@@ -4,6 +4,8 @@
 
 import numpy as np
 
+from ..fast import accelerate
+from ..loss import CrossEntropyLoss
 from .cases import build_model, component_cases, fwd_bwd, load_twin, settings, step_batch, step_fn
 from .floor import gemm_floor_fn, gemm_flops
 from .memory import peak_rss
@@ -24,8 +26,12 @@ def run(
     steps=True,
     progress=None,
     pause=None,
+    fast=True,
 ):
-    """Run the benchmark; returns a dict of Timing objects and figures (see format_report)."""
+    """Run the benchmark; returns a dict of Timing objects and figures (see format_report).
+
+    fast: time npgpt's fast path (npgpt.fast.accelerate), else the plain reference code."""
+    speed = accelerate if fast else (lambda module: module)
     tb = load_twin(torch_twin)
     say = progress or (lambda msg: None)
     pause = (0.05 if tb else 0.0) if pause is None else pause  # idle threads of the other library
@@ -39,6 +45,7 @@ def run(
         "repeats": repeats,
         "warmup": warmup,
         "drop_rate": drop_rate,
+        "fast": fast,
         "components": [],
         "steps": [],
     }
@@ -46,7 +53,7 @@ def run(
     for label, module, x in component_cases(cfg, comp_shape) if components else []:
         say(f"component {label}")
         dout = rng.standard_normal(module.forward(x).shape).astype(np.float32)
-        fns = {"npgpt": fwd_bwd(module, x, dout)}
+        fns = {"npgpt": fwd_bwd(speed(module), x, dout)}
         if tb:
             fns["torch_book"] = tb.fwd_bwd(tb.like(module, cfg, book=True), x, dout)
             fns["torch_fused"] = tb.fwd_bwd(tb.like(module, cfg, book=False), x, dout)
@@ -54,10 +61,14 @@ def run(
     if not steps:
         return res
     model, res["build_seconds"] = build_model(cfg)
+    speed(model)
     for B, T in step_shapes:
         say(f"step B{B}xT{T}")
         idx, targets = step_batch(cfg, B, T)
-        fns = {"npgpt": step_fn(model, idx, targets), "floor": gemm_floor_fn(cfg, B, T)}
+        fns = {
+            "npgpt": step_fn(model, idx, targets, speed(CrossEntropyLoss())),
+            "floor": gemm_floor_fn(cfg, B, T),
+        }
         if tb:
             fns["torch_book"] = tb.step_fn(tb.like(model, cfg, book=True), idx, targets)
             fns["torch_fused"] = tb.step_fn(tb.like(model, cfg, book=False), idx, targets)
@@ -72,9 +83,11 @@ def run(
         if peak:
             say(f"peak memory B{B}xT{T}")
             kinds = ["npgpt"] + (["torch_book", "torch_fused"] if tb else [])
-            row["peak"] = {k: peak_rss(cfg, B, T, k, twin=torch_twin) for k in kinds}
+            row["peak"] = {k: peak_rss(cfg, B, T, k, twin=torch_twin, fast=fast) for k in kinds}
         if profile:
             say(f"profile B{B}xT{T}")
-            row["profile"] = profile_step(model, idx, targets, repeats=max(1, min(repeats, 3)))
+            row["profile"] = profile_step(
+                model, idx, targets, repeats=max(1, min(repeats, 3)), loss_fn=speed(CrossEntropyLoss())
+            )
         res["steps"].append(row)
     return res

@@ -30,6 +30,11 @@ def add_arguments(parser):
     parser.add_argument("--no-peak", action="store_true", help="skip the peak-memory subprocesses")
     parser.add_argument("--only", choices=["components", "steps"], default=None, help="run one part only")
     parser.add_argument("--dropout", type=float, default=0.0, help="drop_rate of the model (default 0.0)")
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="time the plain reference code, not the fast path (npgpt.fast)",
+    )
     parser.add_argument("--json", default=None, metavar="FILE", help="also write the raw timings here")
 
 
@@ -51,6 +56,7 @@ def run(args):
         profile=args.profile,
         peak=not args.no_peak,
         drop_rate=args.dropout,
+        fast=not args.reference,
         components=args.only != "steps",
         steps=args.only != "components",
         progress=lambda msg: print(f"... {msg}", file=sys.stderr, flush=True),

@@ -52,6 +52,12 @@ def add_arguments(parser):
     parser.add_argument(
         "--resume", action="store_true", help="continue from OUT_DIR/last (model shape from the checkpoint)"
     )
+    parser.add_argument(
+        "--reference",
+        dest="fast",
+        action="store_false",
+        help="run the plain reference code (npgpt/layers/), not the fast path (npgpt/fast/)",
+    )
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
 
 

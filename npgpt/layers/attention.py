@@ -4,7 +4,11 @@
     att = softmax(mask(q k^T / sqrt(hs))),  out = (dropout(att) v, heads merged) Wo^T + bo
 
 Math, the softmax Jacobian-vector product and the mask's role in backward:
-docs/attention.md (equations 1-14).
+docs/attention.md (equations 1-14). The steps `scores`, `softmax`, `softmax_backward` and
+`scores_backward` are methods so a variant can replace one of them.
+
+Decoding one token at a time (npgpt/generate.py) passes a `KeyValues` to `forward`: the keys
+and values of the positions seen before, to which this call's are appended.
 """
 
 import math
@@ -14,33 +18,33 @@ import numpy as np
 
 from .._checks import cache_of, float_input, grad_output
 from ..module import Module
-from ._workspace import blockwise, buffer, scratch
 from .dropout import Dropout
 from .linear import Linear
 
 
-class AttentionCache(namedtuple("AttentionCache", "q k v att att_d drop tiles shape")):
-    """What backward reads: the heads' (scaled) q, k, v (B, nh, T, hs); the attention weights
-    before and after dropout, one (B, nh, i1 - i0, c) array per tile of query rows (see
-    MultiHeadAttention.forward); each tile's dropout cache (None without dropout); the tiles
-    (i0, i1, lo, c); and the input's shape. `weights()` puts the tiles together."""
+class AttentionCache(namedtuple("AttentionCache", "q k v att att_d shape")):
+    """What backward reads: the heads' q, k, v (B, nh, T, hs), the attention weights before and
+    after dropout (B, nh, T, T), and x's shape."""
 
     __slots__ = ()
 
     def weights(self, dropped=False):
-        """The attention weights as one (B, nh, T, T) array, 0 where masked (after dropout if `dropped`)."""
-        B, T = self.shape[0], self.shape[1]
-        tiles = self.att_d if dropped else self.att
-        full = np.zeros((B, self.q.shape[1], T, T), self.q.dtype)  # (B, nh, T, T)
-        for (i0, i1, _lo, c), a in zip(self.tiles, tiles):
-            full[:, :, i0:i1, :c] = a
-        return full
+        """The attention weights (B, nh, T, T), 0 where masked (after dropout if `dropped`)."""
+        return self.att_d if dropped else self.att
+
+
+class KeyValues:
+    """The keys and values (B, nh, t, hs) of the t positions a decoder has seen so far."""
+
+    def __init__(self):
+        self.k = self.v = None
+
+    def __len__(self):
+        return 0 if self.k is None else self.k.shape[2]
 
 
 class MultiHeadAttention(Module):
     """MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False, rng=None)."""
-
-    tile_rows = 128  # query rows per tile (see forward); measured best here at T = 1024
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False, rng=None):
         super().__init__()
@@ -63,128 +67,89 @@ class MultiHeadAttention(Module):
     def _split_heads(self, t, B, T):
         return t.reshape(B, T, self.num_heads, self.head_dim).transpose(0, 2, 1, 3)  # (B, nh, T, hs)
 
-    def forward(self, x):
-        """x: (B, T, d_in) with T <= context_length -> out: (B, T, d_out)."""
+    def _merge_heads(self, t, B, T):
+        return t.transpose(0, 2, 1, 3).reshape(B, T, self.d_out)  # (B, T, d_out)
+
+    def _check_input(self, x, past):
         x = float_input("MultiHeadAttention.forward", "x", x, self.dtype, last_dim=self.d_in)
         if x.ndim != 3:
             raise ValueError(f"MultiHeadAttention.forward: x must be (B, T, d_in), got shape {x.shape}")
-        B, T, _ = x.shape
-        if T > self.context_length:
+        if past + x.shape[1] > self.context_length:
             raise ValueError(
-                f"MultiHeadAttention.forward: x has T = {T} tokens (shape {x.shape}), more than "
-                f"context_length = {self.context_length}"
+                f"MultiHeadAttention.forward: x has T = {x.shape[1]} tokens (shape {x.shape})"
+                + (f" after {past} cached" if past else "")
+                + f", more than context_length = {self.context_length}"
             )
-        nh, hs = self.num_heads, self.head_dim
-        # speed (docs/attention.md, "Tiles"): the weights are computed per tile of query rows,
-        # each against only the keys its rows may see (about half of the T x T products and
-        # memory at T = 1024), in one buffer kept across calls; 1/sqrt(hs) scales q, T x hs, not
-        # the scores; mask and softmax run in place, in row blocks on every core
-        q = self.W_query.forward(x)  # (B, T, d_out)   eq. 1
-        q *= 1.0 / math.sqrt(hs)  # eq. 13, the scaling, moved onto q
-        q = self._split_heads(q, B, T)  # (B, nh, T, hs), scaled
+        return x
+
+    def forward(self, x, kv=None):
+        """x: (B, T, d_in) with T <= context_length -> out: (B, T, d_out).
+
+        kv: None for training. For decoding, a `KeyValues` holding the t earlier positions:
+        x is then positions t .. t + T - 1, attends to all of them, and its keys and values are
+        appended to kv. No backward follows such a call (inference only).
+        """
+        t0 = 0 if kv is None else len(kv)  # positions before x
+        x = self._check_input(x, t0)
+        B, T, _ = x.shape
+        q = self._split_heads(self.W_query.forward(x), B, T)  # (B, nh, T, hs)   eq. 1
         k = self._split_heads(self.W_key.forward(x), B, T)  # (B, nh, T, hs)
         v = self._split_heads(self.W_value.forward(x), B, T)  # (B, nh, T, hs)
-        future = self.mask[:T, :T].astype(bool)  # (T, T), True where eq. 3 masks
-        tiles = self._tiles(future)
-        att = self._tile_arrays(buffer(self, "att", (self._tiles_size(tiles, B),), x.dtype), tiles, B)
-        att_d, drop = [], []
-        ctx = np.empty((B, T, nh, hs), x.dtype)  # heads already merged: eq. 7 needs no copy
-        for (i0, i1, lo, c), a in zip(tiles, att):  # rows i0:i1 see no key at or past c
-            np.matmul(q[:, :, i0:i1], k[:, :, :c].swapaxes(-2, -1), out=a)  # (B, nh, rows, c)   eq. 2
-            np.copyto(a[..., lo:], -np.inf, where=future[i0:i1, lo:c])  # eq. 3, the future masked
-            blockwise(_softmax_rows, a)  # eq. 4
-            a_d = a if self._identity_dropout() else self.dropout.forward(a)  # (B, nh, rows, c)   eq. 5
-            att_d.append(a_d)
-            drop.append(None if a_d is a else self.dropout.cache)
-            np.matmul(a_d, v[:, :, :c], out=ctx.swapaxes(1, 2)[:, :, i0:i1])  # (B, nh, rows, hs)   eq. 6
-        out = self.out_proj.forward(ctx.reshape(B, T, self.d_out))  # (B, T, d_out)   eq. 7
-        # kept for backward: the heads' (scaled) q, k, v, the weights before/after dropout, per tile
-        self.cache = AttentionCache(q, k, v, att, att_d, drop, tiles, x.shape)
+        if kv is not None and t0 > 0:  # the earlier positions' keys and values come first
+            k = np.concatenate([kv.k, k], axis=2)  # (B, nh, t0 + T, hs)
+            v = np.concatenate([kv.v, v], axis=2)  # (B, nh, t0 + T, hs)
+        scores = self.scores(q, k)  # (B, nh, T, t0 + T)   eq. 2
+        future = self.mask[t0 : t0 + T, : t0 + T].astype(bool)  # (T, t0 + T), True where s > t
+        masked = np.where(future, -np.inf, scores)  # (B, nh, T, t0 + T)   eq. 3
+        att = self.softmax(masked)  # (B, nh, T, t0 + T)   eq. 4
+        att_d = self.dropout.forward(att)  # (B, nh, T, t0 + T)   eq. 5
+        ctx = att_d @ v  # (B, nh, T, hs)   eq. 6
+        out = self.out_proj.forward(self._merge_heads(ctx, B, T))  # (B, T, d_out)   eq. 7
+        if kv is None:  # kept for backward: q, k, v and the weights before/after dropout
+            self.cache = AttentionCache(q, k, v, att, att_d, x.shape)
+        else:
+            kv.k, kv.v = k, v
+            self.cache = None  # decoding: nothing to differentiate
         return out
-
-    def _identity_dropout(self):
-        return not self.training or self.dropout.p == 0.0  # skipped: no copy of the weights
-
-    def _tiles(self, future):
-        """(i0, i1, lo, c) for each tile of `tile_rows` query rows i0:i1: no row of it sees a key at
-        or past c, and none is masked before key lo (for the causal mask: lo = i0 + 1, c = i1)."""
-        T = future.shape[-1]
-        if not (isinstance(self.tile_rows, int) and self.tile_rows >= 1):
-            raise ValueError(f"MultiHeadAttention: tile_rows must be an int >= 1, got {self.tile_rows!r}")
-        if T == 0:  # an empty sequence: no rows, no tiles
-            return []
-        reach = T - np.argmax(~future[:, ::-1], axis=1)  # (T,) 1 + the last key a row sees
-        first = np.where(future.any(1), np.argmax(future, axis=1), T)  # (T,) its first masked key
-        tiles = []
-        for i0 in range(0, T, self.tile_rows):  # a few tiles (T / 128), not a loop over tokens
-            i1 = min(i0 + self.tile_rows, T)
-            c = int(reach[i0:i1].max())
-            tiles.append((i0, i1, min(int(first[i0:i1].min()), c), c))
-        return tiles
-
-    def _tiles_size(self, tiles, B):
-        return sum(B * self.num_heads * (i1 - i0) * c for i0, i1, _lo, c in tiles)
-
-    def _tile_arrays(self, flat, tiles, B):
-        """The tiles as C-contiguous (B, nh, i1 - i0, c) views, one after another in `flat`."""
-        arrays, at = [], 0
-        for i0, i1, _lo, c in tiles:
-            shape = (B, self.num_heads, i1 - i0, c)
-            arrays.append(flat[at : at + math.prod(shape)].reshape(shape))
-            at += math.prod(shape)
-        return arrays
 
     def backward(self, dout):
         """dout: (B, T, d_out) -> dx: (B, T, d_in); adds into every Linear's gradients."""
-        q, k, v, att, att_d, drop, tiles, shape = cache_of(self, self.cache)
+        q, k, v, att, att_d, shape = cache_of(self, self.cache)
         B, T, _ = shape
-        nh, hs = self.num_heads, self.head_dim
         dout = grad_output(self, dout, (B, T, self.d_out), q.dtype)
         # forward: out = merge(ctx) @ Wo^T + bo
         dctx = self._split_heads(self.out_proj.backward(dout), B, T)  # (B, nh, T, hs)   eq. 8
-        # one scratch for the tiles' gradients, shared by every layer (dead when backward returns)
-        size = self._tiles_size(tiles, B)
-        datt = self._tile_arrays(scratch("MultiHeadAttention.datt", (size,), q.dtype), tiles, B)
-        # dv, dq, dk: (B, T, nh, hs), heads merged, written through (B, nh, T, hs) views;
-        # dv and dk sum the parts of every tile whose rows saw those keys
-        dv, dk = np.zeros((B, T, nh, hs), q.dtype), np.zeros((B, T, nh, hs), q.dtype)
-        dq = np.empty((B, T, nh, hs), q.dtype)
-        # speed: a tile's part of dv or dk is written in that merged layout too, into one scratch,
-        # so adding it is one contiguous pass; a fresh (B, nh, c, hs) product added through a
-        # strided view, 64 elements at a time, took 2x as long (dv at T = 1024: 24 ms, now 10)
-        part = scratch("MultiHeadAttention.part", (B, T, nh, hs), q.dtype)  # (B, T, nh, hs)
-        for (i0, i1, _lo, c), a, a_d, d_cache, d in zip(tiles, att, att_d, drop, datt):
-            # forward: ctx = att_d @ v
-            np.matmul(dctx[:, :, i0:i1], v[:, :, :c].swapaxes(-2, -1), out=d)  # datt_d   eq. 9
-            np.matmul(a_d.swapaxes(-2, -1), dctx[:, :, i0:i1], out=part.swapaxes(1, 2)[:, :, :c])  # eq. 9
-            dv[:, :c] += part[:, :c]  # (B, c, nh, hs)
-            if d_cache is not None:  # forward: att_d = dropout(att)
-                self.dropout.cache = d_cache
-                d = self.dropout.backward(d)  # datt   eq. 10
-            # forward: att = softmax(scores); in place, datt becomes dscores   eq. 11-12
-            blockwise(_softmax_backward_rows, d, a)
-            # forward: scores = q_scaled @ k^T with q_scaled = q / sqrt(hs)
-            np.matmul(d, k[:, :, :c], out=dq.swapaxes(1, 2)[:, :, i0:i1])
-            np.matmul(d.swapaxes(-2, -1), q[:, :, i0:i1], out=part.swapaxes(1, 2)[:, :, :c])
-            dk[:, :c] += part[:, :c]  # (B, c, nh, hs); q was already scaled
-        dq *= 1.0 / math.sqrt(hs)  # eq. 13, the scaling
+        # forward: ctx = att_d @ v
+        datt_d = dctx @ v.swapaxes(-2, -1)  # (B, nh, T, T)   eq. 9
+        dv = att_d.swapaxes(-2, -1) @ dctx  # (B, nh, T, hs)   eq. 9
+        # forward: att_d = dropout(att)
+        datt = self.dropout.backward(datt_d)  # (B, nh, T, T)   eq. 10
+        # forward: att = softmax(masked); masked entries get 0 (eq. 12)
+        dscores = self.softmax_backward(datt, att)  # (B, nh, T, T)   eq. 11
+        # forward: scores = q @ k^T / sqrt(hs)
+        dq, dk = self.scores_backward(dscores, q, k)  # (B, nh, T, hs) each   eq. 13
         # eq. 14: x fed all three projections, so their input gradients add up
-        dx = self.W_query.backward(dq.reshape(B, T, self.d_out))  # (B, T, d_in)
-        dx += self.W_key.backward(dk.reshape(B, T, self.d_out))
-        dx += self.W_value.backward(dv.reshape(B, T, self.d_out))
+        dx = self.W_query.backward(self._merge_heads(dq, B, T))  # (B, T, d_in)
+        dx += self.W_key.backward(self._merge_heads(dk, B, T))
+        dx += self.W_value.backward(self._merge_heads(dv, B, T))
         return dx
 
+    # ---- the steps ---------------------------------------------------------------------------
+    def scores(self, q, k):
+        """q (B, nh, T, hs), k (B, nh, S, hs) -> q k^T / sqrt(hs) (B, nh, T, S)   eq. 2"""
+        return (q @ k.swapaxes(-2, -1)) / math.sqrt(self.head_dim)
 
-def _softmax_rows(s):
-    """A block of rows of scores, in place: softmax over each row (masked entries are -inf)."""
-    s -= s.max(-1, keepdims=True)  # softmax, eq. 4, with the row max subtracted
-    np.exp(s, out=s)
-    s /= np.einsum("ij->i", s)[:, None]  # row sums (einsum: measured 2x faster than s.sum(-1))
+    def softmax(self, masked):
+        """Softmax over the last axis, the row max subtracted so exp cannot overflow   eq. 4"""
+        zmax = masked.max(-1, keepdims=True, initial=-np.inf)  # (initial: T = 0 has no max)
+        e = np.exp(masked - zmax)  # exp(-inf) = 0: the future
+        return e / e.sum(-1, keepdims=True)
 
+    def softmax_backward(self, datt, att):
+        """dscores = att * (datt - sum_s(datt * att)), the Jacobian-vector product   eq. 11"""
+        return att * (datt - (datt * att).sum(-1, keepdims=True))
 
-def _softmax_backward_rows(datt, att):
-    """A block of rows, in place: datt becomes dscores."""
-    # eq. 11, the Jacobian-vector product: dscores = att * (datt - sum_j(datt * att));
-    # eq. 12: masked entries have att = 0, so their gradient is exactly 0
-    datt -= np.einsum("ij,ij->i", datt, att)[:, None]  # row dot products, no (rows, c) temporary
-    datt *= att
+    def scores_backward(self, dscores, q, k):
+        """(dq, dk) from dscores (B, nh, T, S): dqk = dscores / sqrt(hs), dq = dqk k, dk = dqk^T q   eq. 13"""
+        dqk = dscores / math.sqrt(self.head_dim)  # (B, nh, T, S)
+        return dqk @ k, dqk.swapaxes(-2, -1) @ q

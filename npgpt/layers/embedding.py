@@ -24,8 +24,8 @@ class Embedding(Module):
         """idx: (...) integer ids in [0, num_embeddings) -> out: (..., dim)."""
         idx = index_input("Embedding.forward", "idx", idx, self.num_embeddings)
         out = self.weight.data[idx]  # (..., dim)   eq. 1
-        # kept for backward: the ids
-        self.cache = idx
+        # kept for backward: a copy of the ids, so a caller changing idx later cannot change dW
+        self.cache = idx.copy()  # (...)
         return out
 
     def backward(self, dout):

@@ -3,6 +3,7 @@
 Math and the derivation of the three-term gradient: docs/layernorm.md (equations 1-9).
 Variance is the mean of squared deviations (biased, as in GPT-2 and the book); `unbiased=True`
 divides by n-1 instead (`x.std(-1)` in *Learn Generative AI with PyTorch*, section 9.2.2).
+The steps `variance`, `rstd` and `input_grad` are methods so a variant can replace one of them.
 """
 
 from collections import namedtuple
@@ -11,14 +12,10 @@ import numpy as np
 
 from .._checks import cache_of, float_input, grad_output
 from ..module import Module, Parameter
-from ._workspace import blockwise, buffer
 
-
-class LayerNormCache(namedtuple("LayerNormCache", "xhat rstd n")):
-    """What backward reads: the normalized rows xhat (..., C), 1/sqrt(var + eps) (..., 1), and the
-    variance's divisor n (C, or C - 1 when unbiased)."""
-
-    __slots__ = ()
+# what backward reads: the normalized rows xhat (..., C), rstd = 1/sqrt(var + eps) (..., 1) and
+# the variance's divisor n (C, or C - 1 when unbiased)
+LayerNormCache = namedtuple("LayerNormCache", "xhat rstd n")
 
 
 class LayerNorm(Module):
@@ -38,66 +35,44 @@ class LayerNorm(Module):
     def forward(self, x):
         """x: (..., C) float -> out: (..., C)."""
         x = float_input("LayerNorm.forward", "x", x, self.dtype, last_dim=self.emb_dim)
-        C = x.shape[-1]
-        n = C - 1 if self.unbiased else C  # the variance's divisor, eq. 2
-        x = np.ascontiguousarray(x)
-        scale, shift, eps = self.scale.data, self.shift.data, self.eps
-        # speed: the cache lives in buffers kept across calls, and the row passes run in
-        # place, in blocks of rows that stay in cache, on every core (_workspace.blockwise)
-        xhat = buffer(self, "xhat", x.shape, x.dtype)  # (..., C)
-        rstd = buffer(self, "rstd", x.shape[:-1] + (1,), x.dtype)  # (..., 1)
-        out = np.empty_like(x)  # (..., C)
-
-        def layernorm(x, xhat, rstd, out):  # a block of rows
-            # row sums by einsum: one pass each, no (rows, C) temporary (x.mean and
-            # (xhat * xhat).sum measured 1.3x slower here)
-            mu = np.einsum("ij->i", x)[:, None] * (1.0 / C)  # (rows, 1)   eq. 1
-            np.subtract(x, mu, out=xhat)
-            # second pass: for rows far from zero (float32 values ~1e4) the first mean is off by
-            # a few ulps of the offset; x - mu is exact there, so its mean recovers the lost digits
-            xhat -= np.einsum("ij->i", xhat)[:, None] * (1.0 / C)
-            var = np.einsum("ij,ij->i", xhat, xhat)[:, None] * (1.0 / n)  # (rows, 1)   eq. 2
-            np.sqrt(var + eps, out=rstd)
-            np.divide(1.0, rstd, out=rstd)  # eq. 3
-            xhat *= rstd  # eq. 4
-            np.multiply(xhat, scale, out=out)
-            out += shift  # eq. 5
-
-        blockwise(layernorm, x, xhat, rstd, out)
-        # kept for backward: the normalized rows and the reciprocal standard deviations
+        n = x.shape[-1] - 1 if self.unbiased else x.shape[-1]  # the variance's divisor, eq. 2
+        mu = x.mean(-1, keepdims=True)  # (..., 1)   eq. 1
+        xmu = x - mu  # (..., C)   eq. 2
+        xmu -= xmu.mean(-1, keepdims=True)  # second pass: the digits float32 lost far from zero
+        var = self.variance(xmu, n)  # (..., 1)   eq. 2
+        rstd = self.rstd(var)  # (..., 1)   eq. 3
+        xhat = xmu * rstd  # (..., C)   eq. 4
+        out = xhat * self.scale.data + self.shift.data  # (..., C)   eq. 5
         self.cache = LayerNormCache(xhat, rstd, n)
         return out
 
     def backward(self, dout):
         """dout: (..., C) -> dx: (..., C); adds into scale.grad and shift.grad."""
         xhat, rstd, n = cache_of(self, self.cache)
-        dout = np.ascontiguousarray(grad_output(self, dout, xhat.shape, xhat.dtype))
-        scale, C = self.scale.data, xhat.shape[-1]
-        dx = np.empty_like(dout)  # (..., C)
-
-        def layernorm_backward(dout, xhat, rstd, dx):  # a block of rows
-            # forward: out = xhat * scale + shift; eq. 6 and 7 summed over this block's rows
-            dshift = np.einsum("ij->j", dout)  # (C,)   eq. 6
-            p = dout * xhat  # (rows, C)
-            dscale = np.einsum("ij->j", p)  # (C,)   eq. 7
-            # eq. 8, dxhat = dout * scale, enters eq. 9 through its row mean and its row dot
-            # product with xhat; both are taken from dout and p, before dxhat is formed
-            # forward: xhat = (x - mean(x)) / sqrt(var + eps), var over n = C or C - 1
-            # eq. 9: dx = rstd * (dxhat - mean(dxhat) - xhat * sum(dxhat * xhat) / n)
-            #   term 1 is the direct path, term 2 the path through the mean,
-            #   term 3 the path through the variance
-            term2 = np.einsum("ij,j->i", dout, scale)[:, None] * (1.0 / C)  # (rows, 1) mean(dxhat)
-            term3 = np.einsum("ij,j->i", p, scale)[:, None] * (1.0 / n)  # (rows, 1) sum(dxhat xhat)/n
-            np.multiply(dout, scale, out=dx)  # dxhat   eq. 8
-            dx -= np.multiply(xhat, term3, out=p)  # p's memory reused
-            dx -= term2
-            dx *= rstd  # eq. 9
-            return dshift, dscale
-
-        for dshift, dscale in blockwise(layernorm_backward, dout, xhat, rstd, dx):
-            self.shift.grad += dshift
-            self.scale.grad += dscale
+        dout = grad_output(self, dout, xhat.shape, xhat.dtype)
+        C = xhat.shape[-1]
+        # forward: out = xhat * scale + shift
+        self.shift.grad += dout.reshape(-1, C).sum(0)  # (C,)   eq. 6
+        self.scale.grad += (dout * xhat).reshape(-1, C).sum(0)  # (C,)   eq. 7
+        dxhat = dout * self.scale.data  # (..., C)   eq. 8
+        # forward: xhat = (x - mu) * rstd, rstd = 1 / sqrt(var + eps)
+        dx = self.input_grad(dxhat, xhat, rstd, n)  # (..., C)   eq. 9
         return dx
+
+    # ---- the steps ---------------------------------------------------------------------------
+    def variance(self, xmu, n):
+        """xmu: (..., C) centred rows -> var (..., 1) = sum(xmu^2) / n   eq. 2"""
+        return (xmu * xmu).sum(-1, keepdims=True) / n
+
+    def rstd(self, var):
+        """var: (..., 1) -> 1 / sqrt(var + eps) (..., 1)   eq. 3"""
+        return 1.0 / np.sqrt(var + self.eps)
+
+    def input_grad(self, dxhat, xhat, rstd, n):
+        """eq. 9: dx = rstd * (dxhat - mean(dxhat) - xhat * sum(dxhat * xhat) / n), (..., C)."""
+        term2 = dxhat.mean(-1, keepdims=True)  # (..., 1) the path through the mean
+        term3 = (dxhat * xhat).sum(-1, keepdims=True) / n  # (..., 1) the path through the variance
+        return (dxhat - term2 - xhat * term3) * rstd  # term 1, dxhat, is the direct path
 
     def __repr__(self):
         return f"LayerNorm({self.emb_dim}, eps={self.eps:g}, unbiased={self.unbiased})"

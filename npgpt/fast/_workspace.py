@@ -17,10 +17,11 @@ and dropped: CPython 3.14 no longer counts every reference, so a held array coul
 overwritten.)
 """
 
-import os
 import threading
 
 import numpy as np
+
+from . import _blas_threads
 
 _LOCAL = threading.local()  # .scratch: this thread's temporaries
 
@@ -56,16 +57,14 @@ def clear_scratch():
     _LOCAL.__dict__.pop("scratch", None)
 
 
-# ---- blockwise elementwise passes over every core ------------------------------------------
-_THREADS = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-_POOL = None
+# ---- blockwise elementwise passes over the policy's threads (_blas_threads.py) -------------
 BLOCK = (
     1 << 17
 )  # elements per block and array (512 KB in float32): measured best here, 2x better than 1 << 15
 
 
 def blockwise(fn, *arrays):
-    """Call fn(*blocks) on matching blocks of rows of `arrays`, the blocks spread over the cores.
+    """Call fn(*blocks) on matching blocks of rows of `arrays`, the blocks spread over the threads.
 
     Every array is C-contiguous and viewed as (rows, its last dim), all with the same rows;
     fn works in place on its blocks (NumPy ufuncs with out=) and returns None or a value that
@@ -79,7 +78,8 @@ def blockwise(fn, *arrays):
     n = rows2d[0].shape[0]
     step = max(1, BLOCK // max(1, rows2d[0].shape[1]))  # rows per block
     starts = list(range(0, n, step))
-    if len(starts) < 2 or _THREADS == 1:  # small: one call, no threads
+    nthreads = _blas_threads.threads()
+    if len(starts) < 2 or nthreads == 1:  # small: one call, no threads
         return [fn(*rows2d)]
     results = [None] * len(starts)
 
@@ -88,18 +88,11 @@ def blockwise(fn, *arrays):
             i = starts[b]
             results[b] = fn(*(a[i : i + step] for a in rows2d))
 
-    cut = [len(starts) * k // _THREADS for k in range(_THREADS + 1)]
-    futures = [_pool().submit(run, cut[k], cut[k + 1]) for k in range(1, _THREADS)]
+    nthreads = min(nthreads, len(starts))
+    cut = [len(starts) * k // nthreads for k in range(nthreads + 1)]
+    workers = _blas_threads.pool()
+    futures = [workers.submit(run, cut[k], cut[k + 1]) for k in range(1, nthreads)]
     run(cut[0], cut[1])  # the calling thread takes the first share
     for f in futures:
         f.result()
     return results
-
-
-def _pool():
-    global _POOL
-    if _POOL is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _POOL = ThreadPoolExecutor(max_workers=_THREADS - 1, thread_name_prefix="npgpt")
-    return _POOL

@@ -1,6 +1,6 @@
-"""npgpt/layers/_workspace.py: reused buffers and blockwise passes.
+"""npgpt/fast/_workspace.py: reused buffers and blockwise passes.
 
-The layers' own tests run at small sizes, where `blockwise` makes one call on whole arrays.
+The fast components' other tests run at small sizes, where `blockwise` makes one call on whole arrays.
 Here the sizes are large enough for several blocks on several threads, and every result is
 compared with the same module run with blocking off (one call, the path gradcheck and the
 PyTorch fixtures verify), and with plain NumPy formulas where one is short.
@@ -11,8 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from npgpt import GELU, LayerNorm, MultiHeadAttention
-from npgpt.layers import _workspace
+from npgpt.fast import GELU, LayerNorm, MultiHeadAttention, _blas_threads, _workspace
 from tests.asserts import assert_close
 
 
@@ -22,7 +21,7 @@ class Owner:
 
 def test_blockwise_covers_every_row_once_in_order_across_threads(monkeypatch):
     monkeypatch.setattr(_workspace, "BLOCK", 64)
-    monkeypatch.setattr(_workspace, "_THREADS", 2)
+    monkeypatch.setattr(_blas_threads, "_threads", 2)
     x = np.arange(40 * 16, dtype=np.float64).reshape(40, 16)  # 4 rows per block: 10 blocks
     out = np.zeros_like(x)
 
