@@ -122,7 +122,17 @@ def test_gradcheck_demo_catches_the_bug(capsys):
     assert out == page_output("gradcheck.md", "gradcheck_demo"), "docs/gradcheck.md output block is stale"
 
 
-LABELED = ["layernorm", "gelu", "linear", "dropout", "embedding", "attention", "block"]
+LABELED = [
+    "layernorm",
+    "gelu",
+    "linear",
+    "dropout",
+    "embedding",
+    "feedforward",
+    "attention",
+    "block",
+    "model",
+]
 RANGES = {
     "layernorm": 9,
     "gelu": 5,
@@ -131,12 +141,14 @@ RANGES = {
     "embedding": 2,
     "attention": 15,
     "block": 4,
+    "feedforward": 6,
+    "model": 6,
     "loss": 4,
 }
 
 
 def source_of(stem):
-    return (ROOT / "npgpt" / ("loss.py" if stem == "loss" else f"layers/{stem}.py")).read_text()
+    return (ROOT / "npgpt" / (f"{stem}.py" if stem in ("loss", "model") else f"layers/{stem}.py")).read_text()
 
 
 @pytest.mark.parametrize("stem", LABELED + ["loss"])
