@@ -34,7 +34,15 @@ def add_arguments(parser):
         help="the upstream gradient (JSON, the output's shape; a number for loss); "
         "default: drawn from --seed (ones for gelu)",
     )
-    parser.add_argument("--targets", default=None, metavar="JSON", help="loss only: target ids")
+    parser.add_argument(
+        "--targets",
+        default=None,
+        metavar="JSON",
+        help="loss and model: target ids (-100 = ignored, loss only)",
+    )
+    parser.add_argument(
+        "--qkv-bias", action="store_true", help="attention only: W_query, W_key, W_value with biases"
+    )
     parser.add_argument(
         "--unbiased", action="store_true", help="layernorm only: divide the variance by C - 1"
     )
@@ -115,9 +123,18 @@ def run(args):
             )
             return 2
         options["unbiased"] = True
-    if args.targets is not None and args.component != "loss":
-        print(f"npgpt explain: --targets applies to loss only, not {args.component}", file=sys.stderr)
+    if args.targets is not None and args.component not in ("loss", "model"):
+        print(
+            f"npgpt explain: --targets applies to loss and model only, not {args.component}", file=sys.stderr
+        )
         return 2
+    if args.qkv_bias:
+        if args.component != "attention":
+            print(
+                f"npgpt explain: --qkv-bias applies to attention only, not {args.component}", file=sys.stderr
+            )
+            return 2
+        options["qkv_bias"] = True
     try:
         if args.targets is not None:
             options["targets"] = _parse("targets", args.targets)
