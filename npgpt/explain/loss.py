@@ -35,13 +35,6 @@ def loss_backward_gates(f, dout=1.0):
     return b
 
 
-def _cached_softmax(cache):
-    """softmax(logits) from the reference's cache (logp, or exp(z - max) and its row sums)."""
-    if hasattr(cache, "logp"):
-        return np.exp(cache.logp)
-    return cache.expz / cache.sumexp
-
-
 def explain_loss(x=None, seed=0, dout=None, targets=None):
     from ..loss import CrossEntropyLoss
 
