@@ -154,7 +154,7 @@ def explain_attention(x=None, seed=0, dout=None, d_out=4, num_heads=2, qkv_bias=
     e.checks.append(("eq. 11 = the gates' dscores", _diff((dscores11, b["dscores"]))))
     e.checks.append(
         (
-            "npgpt.MultiHeadAttention cache: q, k, v, att, att_d",
+            "npgpt.MultiHeadAttention cache: q k v att att_d",
             _diff(
                 (cache.q, f["q"]),
                 (cache.k, f["k"]),
