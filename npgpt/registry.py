@@ -353,6 +353,7 @@ COMPONENTS = (
         "model",
         check=(Check("GPTModel", (CHECK_CFG,), inputs=(Ids((2, 5), 11),)),),
         bench=Bench(lambda cfg, rng: GPTModel(cfg, rng=rng), part="steps"),
+        explain="explain_model",
     ),
 )
 BY_NAME = {c.name: c for c in COMPONENTS}

@@ -16,7 +16,7 @@ NEEDS = {c.name: c.assignment for c in supported("assignment") if c.assignment}
 
 HEADER = '''"""{title}
 
-Implement forward and backward of each class (the derivations are in npgpt's docs/ pages named in
+Implement forward and backward of each class (the derivations: `npgpt docs NAME`, as named in
 the docstrings). Keep the class names, constructor arguments and parameter names: the grader
 builds the classes, loads its own parameter values into them and compares your outputs and
 gradients with its own, in float64 and float32. Rules of the protocol:

@@ -1,6 +1,8 @@
-"""Every intermediate of a component's forward and backward, computed step by step from the
-equations of its docs page (docs/<component>.md), in the order a student computes them by hand,
-then compared with the module's own forward and backward.
+"""Every intermediate of a component's forward and backward, computed by hand gate by gate as
+in the tables of its docs page (docs/<component>.md), in the order a student computes them,
+then compared with the reference module: its own caches, output, input gradient and every
+parameter gradient. This walk-through is the one place the math is deliberately computed a
+second time, to check the reference (npgpt/layers/, loss.py, model.py) against.
 
 `explain(component, x=None, seed=0, dout=None, **options)` returns an `Explanation`; the
 `npgpt explain` command prints it. Weights, `dout` and default inputs are drawn from `seed` and
@@ -20,11 +22,12 @@ from .gelu import explain_gelu, gelu_parts
 from .layernorm import BOOK_LAYERNORM_INPUT, explain_layernorm
 from .linear import explain_linear
 from .loss import explain_loss
+from .model import explain_model
 from .steps import TOL, Explanation, Step
 
 # the registry's explain settings name each component's function here (npgpt/registry.py)
 EXPLAINERS = {c.name: globals()[c.explain] for c in supported("explain")}
-COMPONENTS = tuple(EXPLAINERS)  # in the order of the docs: the layers, the composites, the loss
+COMPONENTS = tuple(EXPLAINERS)  # in the order of the docs: the layers, the composites, the loss, the model
 
 
 def explain(component, x=None, seed=0, dout=None, **options):
@@ -52,5 +55,6 @@ __all__ = [
     "explain_layernorm",
     "explain_linear",
     "explain_loss",
+    "explain_model",
     "gelu_parts",
 ]

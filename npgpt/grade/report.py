@@ -8,6 +8,7 @@ after_published, visible).
 
 import json
 
+from ..commands.docs import component_name
 from .rubric import Rubric
 
 STUDENT_OUTPUT = 2000  # characters of a component's captured stdout/stderr shown per component
@@ -83,6 +84,8 @@ def to_text(result, rubric=None):
             lines.append(f"  problem: {c.problem}")
         for t in c.tests:
             lines += ["  " + line for line in _test_text(t, c.problem)]
+        if got < total:
+            lines.append(f"  derivation: npgpt docs {component_name(c.cls)}")
         lines += _captured(c)
         lines.append("")
     lines.append(f"total: {_fmt(result.score)}/{_fmt(result.max_score)}  ({result.execution_time:.1f} s)")
