@@ -63,7 +63,7 @@ def _config_names():
 
 
 def _die(msg):
-    print(f"npgpt reference: {msg}", file=sys.stderr)
+    print(f"npgpt reference: error: {msg}", file=sys.stderr)
     return 2
 
 

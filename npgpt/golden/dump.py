@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
 from ..layers.dropout import Dropout
 from ..layers.layernorm import LayerNorm
 from ..model import GPT_CONFIG_124M, GPTModel
@@ -43,7 +44,7 @@ CONFIGS = {  # the book's GPT_CONFIG_124M and its ch. 5 sizes; tiny ones for tes
 ADAMW = {"lr": 1e-3, "betas": [0.9, 0.99], "eps": 1e-8, "weight_decay": 0.1, "grad_clip": 1.0}
 
 
-class DumpError(ValueError):
+class DumpError(InputError):
     """Bad arguments or a size that cannot fit: a one-line message for the CLI (exit 2)."""
 
 

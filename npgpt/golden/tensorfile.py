@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
+
 # safetensors dtype codes <-> NumPy, little-endian
 ST_DTYPES = {
     "F64": "<f8",
@@ -41,7 +43,7 @@ MAX_HEADER = 100 * 2**20  # the reference's own header is ~100 bytes per tensor
 MAP_NAME = "tensors.json"  # the name map of a folder
 
 
-class TensorFileError(ValueError):
+class TensorFileError(InputError):
     """A file that is not what it claims to be: one line, naming the file and the problem."""
 
 
