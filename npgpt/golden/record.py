@@ -47,7 +47,7 @@ def record_step(model, ids, targets, keep_calls=False):
     """Run forward, loss, backward on `model` (gradients zeroed first) -> Recording.
 
     Parameter and gradient entries are the model's own arrays (not copies): copy them before
-    changing the model (recorded_params_copy)."""
+    changing the model (copy_params_and_grads)."""
     for path, mod in model.named_modules():  # the golden numbers are the reference's, never the fast path's
         if type(mod).__module__.startswith("npgpt.fast"):
             raise ValueError(
