@@ -15,8 +15,9 @@ import math
 
 import numpy as np
 
+from ..grade import variants as grader
 from ..layers.attention import MultiHeadAttention
-from ..layers.gelu import GELU
+from ..layers.gelu import COEF, GELU, SQRT_2_OVER_PI
 from ..layers.layernorm import LayerNorm
 from ..layers.linear import Linear
 from .dump import make_model, normwise
@@ -46,18 +47,11 @@ def rerun(ref, manifest):
 
 # ---- each component's known mistakes, as mutants of the reference -----------------------------
 # A mutant is the reference class with one step overridden (npgpt/layers/*.py name their steps:
-# LayerNorm.rstd, GELU.du_dx, MultiHeadAttention.scores, ...). It runs on a copy of the module
-# the call used, on the call's own input (and dout): "out" mistakes change the forward output,
-# "dx" mistakes the gradient the backward returns.
-S2PI = math.sqrt(2.0 / math.pi)
-COEF = 0.044715
-_erf = np.vectorize(math.erf)
-
-
-def _ln_input_grad(term2=True, term3=True, scaled=True):
-    def input_grad(self, dxhat, xhat, rstd, n):
-        if not scaled:  # dxhat = dout, the scale never multiplied in
-            dxhat = dxhat / np.where(self.scale.data == 0, 1.0, self.scale.data)
+# LayerNorm.rstd, GELU.du_dx, MultiHeadAttention.scores, ...) or the reference with one setting
+# changed. It runs on a copy of the module the call used, on the call's own input (and dout):
+# "out" mistakes change the forward output, "dx" mistakes the gradient the backward returns.
+def _ln_input_grad(term2=True, term3=True):
+    def input_grad(self, dxhat, xhat, rstd, n):  # eq. 9 with a term left out
         dx = dxhat.copy()
         if term2:
             dx -= dxhat.mean(-1, keepdims=True)
@@ -66,19 +60,6 @@ def _ln_input_grad(term2=True, term3=True, scaled=True):
         return dx * rstd
 
     return input_grad
-
-
-def _ln_plain_forward(self, x):
-    LayerNorm.forward(self, x)
-    return self.cache.xhat.copy()
-
-
-def _gelu_forward(f):
-    def forward(self, x):
-        GELU.forward(self, x)
-        return f(np.asarray(x, np.float64))
-
-    return forward
 
 
 def _linear_t_forward(self, x):
@@ -90,43 +71,44 @@ def _linear_t_backward(self, dout):
     return dout @ self.weight.data.T
 
 
-def _softmax_no_shift(self, masked):
-    e = np.exp(masked)
-    return e / e.sum(-1, keepdims=True)
+def _unit_norm(m):  # LayerNorm with the book's initial scale 1 and shift 0
+    m.scale.data = np.ones_like(m.scale.data)
+    m.shift.data = np.zeros_like(m.shift.data)
 
 
-MUTANTS = {  # class -> (description, "out" | "dx", {step: replacement} or a function of the module)
+def _unit_scale(m):  # dxhat = dout: the scale never multiplied in
+    m.scale.data = np.ones_like(m.scale.data)
+
+
+class _NoThree(GELU):
+    def du_dx(self, x):  # the mistake: sqrt(2/pi) (1 + 0.044715 x^2), the 3 of the x^3 rule dropped
+        return SQRT_2_OVER_PI * (1.0 + COEF * (x * x))
+
+
+def _no_mask(m):  # no position is masked
+    m.register_buffer("mask", np.zeros_like(m.mask))
+
+
+# class -> (description, "out" | "dx", a mistaken subclass, {step: replacement}, or a change to a
+# copy of the module). Most are the grader's own (npgpt/grade/variants.py), so `npgpt grade` and
+# `npgpt compare` recognize the same mistakes in the same way.
+MUTANTS = {
     LayerNorm: [
-        ("LayerNorm: eps added outside the square root (use 1/sqrt(var + eps))", "out",
-         {"rstd": lambda self, var: 1.0 / (np.sqrt(var) + self.eps)}),
+        ("LayerNorm: eps added outside the square root (use 1/sqrt(var + eps))", "out", grader._EpsOutsideTheRoot),
         ("LayerNorm: the unbiased variance (divided by C - 1, LayerNorm divides by C)", "out",
-         {"variance": lambda self, xmu, n: (xmu * xmu).sum(-1, keepdims=True) / (xmu.shape[-1] - 1)}),
-        ("LayerNorm: no scale and shift applied", "out", {"forward": _ln_plain_forward}),
+         lambda m: setattr(m, "unbiased", True)),
+        ("LayerNorm: no scale and shift applied", "out", _unit_norm),
         ("LayerNorm backward: the mean term is missing (dx lacks - mean(dxhat) over the row)", "dx",
          {"input_grad": _ln_input_grad(term2=False)}),
         ("LayerNorm backward: the variance term is missing (dx lacks - xhat * mean(dxhat * xhat) over the row)",
          "dx", {"input_grad": _ln_input_grad(term3=False)}),
-        ("LayerNorm backward: dout not multiplied by scale (dxhat = dout * scale)", "dx",
-         {"input_grad": _ln_input_grad(scaled=False)}),
+        ("LayerNorm backward: dout not multiplied by scale (dxhat = dout * scale)", "dx", _unit_scale),
     ],
     GELU: [
-        ("GELU: the exact erf GELU (GPT-2 uses the tanh approximation)", "out",
-         {"forward": _gelu_forward(lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))))}),
-        ("GELU: the 0.044715 x^3 term is missing", "out", {"u": lambda self, x: S2PI * x}),
-        ("GELU: the sigmoid form x * sigmoid(1.702 x)", "out",
-         {"forward": _gelu_forward(lambda x: x / (1.0 + np.exp(-1.702 * x)))}),
+        *((f"GELU: the {desc}", "out", cls) for desc, cls in grader.GELU_FORWARDS.items()),
         ("GELU backward: the factor 3 is missing from the cubic term's derivative "
-         "(du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2))", "dx",
-         {"du_dx": lambda self, x: S2PI * (1.0 + COEF * (x * x))}),
-        ("GELU backward: the cubic term's derivative is missing (du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2))",
-         "dx", {"du_dx": lambda self, x: S2PI + 0.0 * x}),
-        ("GELU backward: the 1 - tanh^2 factor is missing (d tanh(u)/du = 1 - tanh(u)^2)", "dx",
-         {"local_grad": lambda self, x, t: 0.5 * (1.0 + t) + 0.5 * x * self.du_dx(x)}),
-        ("GELU backward: the product rule's 0.5 (1 + tanh(u)) term is missing", "dx",
-         {"local_grad": lambda self, x, t: 0.5 * x * (1.0 - t * t) * self.du_dx(x)}),
-        ("GELU backward: the exact-erf derivative Phi(x) + x phi(x) instead of the tanh form's", "dx",
-         {"local_grad": lambda self, x, t: 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))
-          + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)}),
+         "(du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2))", "dx", _NoThree),
+        *((f"GELU backward: {desc}", "dx", cls) for desc, cls in grader.GELU_BACKWARDS.items()),
     ],
     Linear: [
         ("Linear: the weight used transposed (out = x @ W + b; a Linear computes x @ W^T + b)", "out",
@@ -135,18 +117,17 @@ MUTANTS = {  # class -> (description, "out" | "dx", {step: replacement} or a fun
          {"backward": _linear_t_backward}),
     ],
     MultiHeadAttention: [
-        ("attention: the causal mask not applied (a token sees later tokens)", "out",
-         lambda m: m.register_buffer("mask", np.zeros_like(m.mask))),
-        ("attention: scores not scaled by 1/sqrt(head_dim)", "out",
-         {"scores": lambda self, q, k: q @ k.swapaxes(-2, -1)}),
+        ("attention: the causal mask not applied (a token sees later tokens)", "out", _no_mask),
+        ("attention: scores not scaled by 1/sqrt(head_dim)", "out", grader._NoScaleForward),
         ("attention: scores scaled by 1/head_dim, not 1/sqrt(head_dim)", "out",
          {"scores": lambda self, q, k: (q @ k.swapaxes(-2, -1)) / self.head_dim}),
         ("attention: scores scaled by 1/sqrt(emb_dim), not 1/sqrt(head_dim)", "out",
          {"scores": lambda self, q, k: (q @ k.swapaxes(-2, -1)) / math.sqrt(self.d_out)}),
         ("attention backward: softmax treated as elementwise (att * (1 - att) instead of the Jacobian)", "dx",
-         {"softmax_backward": lambda self, datt, att: datt * att * (1.0 - att)}),
-        ("attention backward: the 1/sqrt(head_dim) scaling missing", "dx",
-         {"scores_backward": lambda self, ds, q, k: (ds @ k, ds.swapaxes(-2, -1) @ q)}),
+         grader._ElementwiseSoftmax),
+        ("attention backward: the 1/sqrt(head_dim) scaling missing", "dx", grader._NoScaleBackward),
+        ("attention backward: the mask ignored (softmax of the unmasked scores)", "dx",
+         grader._UnmaskedSoftmaxBackward),
     ],
 }  # fmt: skip
 
@@ -158,7 +139,9 @@ def _mutant(module, change):
         sub.__dict__.pop("forward", None)
         sub.__dict__.pop("backward", None)
         sub.__dict__.pop("_hooks", None)
-    if callable(change):
+    if isinstance(change, type):
+        m.__class__ = change  # a subclass of the reference class with one step overridden
+    elif callable(change):
         change(m)
     else:
         m.__class__ = type(f"Mistaken{type(module).__name__}", (type(module),), dict(change))

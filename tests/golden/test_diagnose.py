@@ -73,7 +73,7 @@ def _case(t, which):
         return f"act/{p}ff.layers.1", 0.5 * h * (1 + ERF(h / math.sqrt(2))), "exact erf GELU"
     if which == "gelu-no-tanh-derivative":
         dx = _gelu_dx_without_tanh_derivative(t[f"act/{p}ff.layers.0"], t[f"dact/{p}ff.layers.1"])
-        return f"dact/{p}ff.layers.0", dx, "1 - tanh^2 factor is missing"
+        return f"dact/{p}ff.layers.0", dx, "missing the 1 - tanh^2 factor"
     if which == "attention-elementwise-softmax":
         # norm1's dout is the attention branch's dx; the block also passes nothing else into it
         return f"dact/{p}norm1", _elementwise_softmax_dx(t, p, 2), "softmax treated as elementwise"
