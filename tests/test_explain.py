@@ -44,14 +44,15 @@ def worst(got, want):
 def test_every_component_matches_its_module_and_page(component):
     e = explain(component, seed=1)
     assert e.checks and e.passed, f"explain {component}: {e.checks}"
-    page = (DOCS / f"{component}.md").read_text()
+    stem = "loss" if component == "crossentropy" else component  # the loss keeps the stem loss
+    page = (DOCS / f"{stem}.md").read_text()
     labels = {f"eq. {n}" for n in re.findall(r"\\tag\{(\d+)\}", page)}
     labels |= set(re.findall(r"^\| (g\d+) \|", page, re.M))  # the gate-by-gate tables
     labels |= {"loss"} if component == "model" else set()
     for s in e.forward + e.backward:
         if s.eq:
             assert s.eq in labels, (
-                f"explain {component}: step {s.name} cites {s.eq}, absent from docs/{component}.md"
+                f"explain {component}: step {s.name} cites {s.eq}, absent from docs/{stem}.md"
             )
     gates = [s.eq for s in e.backward if s.eq.startswith("g")]
     numbers = [int(g[1:]) for g in gates]
@@ -171,7 +172,8 @@ def test_cli_text_fits_80_columns_and_names_every_step(component, capsys):
 def type_name(component):
     return {"layernorm": "LayerNorm", "gelu": "GELU", "linear": "Linear", "dropout": "Dropout",
             "embedding": "Embedding", "feedforward": "FeedForward", "attention": "MultiHeadAttention",
-            "block": "TransformerBlock", "loss": "CrossEntropyLoss", "model": "GPTModel"}[component]  # fmt: skip
+            "block": "TransformerBlock", "crossentropy": "CrossEntropyLoss", "loss": "CrossEntropyLoss",
+            "model": "GPTModel"}[component]  # fmt: skip
 
 
 def test_cli_markdown_and_inputs(capsys):

@@ -10,16 +10,15 @@ import sys
 
 import numpy as np
 
+from ..registry import UnknownComponent, resolve, supported
+
 HELP = "print every intermediate of a component's forward and backward, step by step"
 WIDTH = 80
 
 
 def add_arguments(parser):
-    from ..explain import COMPONENTS
-
-    parser.add_argument(
-        "component", choices=COMPONENTS, metavar="COMPONENT", help="one of: " + ", ".join(COMPONENTS)
-    )
+    names = ", ".join(c.name + "".join(f" ({a})" for a in c.aliases) for c in supported("explain"))
+    parser.add_argument("component", metavar="COMPONENT", help=f"one of: {names} (class names work too)")
     parser.add_argument(
         "--input",
         default=None,
@@ -47,7 +46,7 @@ def add_arguments(parser):
         "--unbiased", action="store_true", help="layernorm only: divide the variance by C - 1"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed for weights, dout and default inputs")
-    parser.add_argument("--format", choices=("text", "markdown"), default="text")
+    parser.add_argument("--format", choices=("text", "markdown"), default="text", help="output format")
 
 
 def _parse(name, text):
@@ -115,21 +114,26 @@ def render_markdown(e, seed):
 def run(args):
     from ..explain import explain
 
+    try:
+        name = resolve(args.component, "explain").name
+    except UnknownComponent as err:
+        print(f"npgpt explain: {err}", file=sys.stderr)
+        return 2
     options = {}
     if args.unbiased:
-        if args.component != "layernorm":
+        if name != "layernorm":
             print(
                 f"npgpt explain: --unbiased applies to layernorm only, not {args.component}", file=sys.stderr
             )
             return 2
         options["unbiased"] = True
-    if args.targets is not None and args.component not in ("loss", "model"):
+    if args.targets is not None and name not in ("crossentropy", "model"):
         print(
             f"npgpt explain: --targets applies to loss and model only, not {args.component}", file=sys.stderr
         )
         return 2
     if args.qkv_bias:
-        if args.component != "attention":
+        if name != "attention":
             print(
                 f"npgpt explain: --qkv-bias applies to attention only, not {args.component}", file=sys.stderr
             )
@@ -139,7 +143,7 @@ def run(args):
         if args.targets is not None:
             options["targets"] = _parse("targets", args.targets)
         e = explain(
-            args.component,
+            name,
             x=_parse("input", args.input),
             seed=args.seed,
             dout=_parse("dout", args.dout),

@@ -12,6 +12,7 @@ One file per component, with the stem of its module and its docs page (layernorm
 npgpt/layers/layernorm.py and docs/layernorm.md); steps.py holds what they share.
 """
 
+from ..registry import resolve, supported
 from .attention import explain_attention
 from .block import explain_block
 from .dropout import explain_dropout
@@ -24,26 +25,17 @@ from .loss import explain_loss
 from .model import explain_model
 from .steps import TOL, Explanation, Step
 
-EXPLAINERS = {
-    "layernorm": explain_layernorm,
-    "gelu": explain_gelu,
-    "linear": explain_linear,
-    "dropout": explain_dropout,
-    "embedding": explain_embedding,
-    "feedforward": explain_feedforward,
-    "attention": explain_attention,
-    "block": explain_block,
-    "loss": explain_loss,
-    "model": explain_model,
-}
+# the registry's explain settings name each component's function here (npgpt/registry.py)
+EXPLAINERS = {c.name: globals()[c.explain] for c in supported("explain")}
 COMPONENTS = tuple(EXPLAINERS)  # in the order of the docs: the layers, the composites, the loss, the model
 
 
 def explain(component, x=None, seed=0, dout=None, **options):
-    """The Explanation of `component` (see COMPONENTS) for input `x` (default: a small example)."""
-    if component not in EXPLAINERS:
-        raise ValueError(f"explain: unknown component {component!r}; choose one of {', '.join(COMPONENTS)}")
-    return EXPLAINERS[component](x=x, seed=seed, dout=dout, **options)
+    """The Explanation of `component` for input `x` (default: a small example).
+
+    `component` is a registry name (see COMPONENTS), a class name or an alias such as "loss";
+    an unknown one raises registry.UnknownComponent (a ValueError) listing the valid names."""
+    return EXPLAINERS[resolve(component, "explain").name](x=x, seed=seed, dout=dout, **options)
 
 
 __all__ = [
