@@ -35,7 +35,7 @@ CONTRACT = {
 # components and, as "model", the training step)
 SUPPORTS = {
     "check": list(CONTRACT),
-    "explain": list(CONTRACT),  # `explain model` walks a tiny GPT end to end
+    "explain": list(CONTRACT),
     "grade": ["layernorm", "gelu", "linear", "feedforward", "attention", "block", "crossentropy"],
     "assignment": ["layernorm", "gelu", "linear", "feedforward", "attention", "block", "crossentropy"],
     "bench": ["layernorm", "gelu", "feedforward", "attention", "block", "model"],

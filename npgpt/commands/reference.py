@@ -28,7 +28,7 @@ def add_arguments(parser):
         "--dtype",
         choices=("float64", "float32"),
         default="float64",
-        help="the dtype of the step (default: float64)",
+        help="the dtype of the step and the dump",
     )
     parser.add_argument("--text", help="input text, encoded with the --gpt2 folder's tokenizer")
     parser.add_argument("--keep-dropout", action="store_true", help="keep the cfg's drop_rate (masks dumped)")
