@@ -77,7 +77,7 @@ def _latex_to_text():
     def frac(node, l2tobj):  # a/b, with parentheses around a numerator or denominator of several terms
         parts = [l2tobj.nodelist_to_text([a]).strip() for a in node.nodeargd.argnlist[-2:]]
         parts = [f"({t})" if re.search(r"[\s+\-]", t) else t for t in parts]
-        return "/".join(parts)
+        return "/".join(parts) + " "
 
     db = get_default_latex_context_db().filter_context(keep_categories=None)
     db.add_context_category(
@@ -88,13 +88,36 @@ def _latex_to_text():
             MacroTextSpec("tag", simplify_repl=""),
             MacroTextSpec("frac", simplify_repl=frac),
             MacroTextSpec("tfrac", simplify_repl=frac),
+            MacroTextSpec("sum", simplify_repl=" ∑"),
         ],
     )
     return LatexNodes2Text(math_mode="text", latex_context=db, strict_latex_spaces=True).latex_to_text
 
 
+def _braced(tex, i):
+    """(content, end) of the {...} group that starts at tex[i] == "{", braces balanced."""
+    depth = 0
+    for j in range(i, len(tex)):
+        depth += {"{": 1, "}": -1}.get(tex[j], 0)
+        if depth == 0:
+            return tex[i + 1 : j], j + 1
+    return tex[i + 1 :], len(tex)
+
+
+def _underbraces(tex):
+    """\\underbrace{A}_{B} -> A (B): the label after the term it names."""
+    while (i := tex.find("\\underbrace{")) >= 0:
+        body, j = _braced(tex, i + len("\\underbrace"))
+        label = ""
+        if tex.startswith("_{", j):
+            label, j = _braced(tex, j + 1)
+        tex = tex[:i] + "{" + body + "}" + (f" \\ ({label})" if label else "") + tex[j:]
+    return tex
+
+
 def math_to_text(tex, convert):
     """One formula as terminal text: names in \\mathtt lose the markup, then `convert`."""
+    tex = _underbraces(tex)
     tex = re.sub(r"\\(?:mathtt|texttt|mathrm|text)\{([^{}]*)\}", r"{\1}", tex)
     tex = re.sub(r"\\(?:mathtt|texttt|mathrm|text)\{([^{}]*)\}", r"{\1}", tex)
     if convert is None:
