@@ -345,6 +345,13 @@ def _install_seccomp(code):
     return libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
 
 
+def _parent_death_signal():
+    """prctl(PR_SET_PDEATHSIG, SIGKILL): the child dies if the grader does."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)
+
+
 # --- the uid of a sandbox -----------------------------------------------------------------------
 
 
@@ -559,6 +566,13 @@ class Jail:
         self.root = tempfile.mkdtemp(prefix="npgpt-jail-")
         try:
             self._build(submission)
+            # Only this sandbox may enter: as root, the folder's group is the sandbox's own gid
+            # (another submission graded at the same time has another); else the user alone.
+            if self.slot:
+                os.chown(self.root, 0, self.slot.uid)
+                os.chmod(self.root, 0o750)
+            else:
+                os.chmod(self.root, 0o700)
         except BaseException:
             self.close()
             raise
@@ -645,6 +659,7 @@ def _preexec(memory_bytes, cpu_seconds, cgroup, uid, nproc, seccomp=None):
             os.setgroups([])
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)
+            _parent_death_signal()  # after the uid change, which clears it
         if seccomp and not _install_seccomp(seccomp):
             os._exit(121)  # never run the submission with sockets when it was meant to be without
 
