@@ -556,16 +556,19 @@ def _fs_flags(jail):
 class Jail:
     """A folder with the stub package, the worker, the submission and (per run) the inputs.
 
-    Owned by the grader and read-only to the child in every mode. In "user" mode the child reads
-    it at its host path; in "bwrap" mode it is mounted at /sandbox.
+    `source` is the submission's bytes as the grader read them (never the path again: a file
+    swapped for a link after the read changes nothing).
+
+        Owned by the grader and read-only to the child in every mode. In "user" mode the child reads
+        it at its host path; in "bwrap" mode it is mounted at /sandbox.
     """
 
-    def __init__(self, submission, sandbox):
+    def __init__(self, submission, sandbox, source):
         self.sandbox = sandbox
         self.slot = UidSlot() if os.geteuid() == 0 and sandbox.mode in ("bwrap", "user") else None
         self.root = tempfile.mkdtemp(prefix="npgpt-jail-")
         try:
-            self._build(submission)
+            self._build(submission, source)
             # Only this sandbox may enter: as root, the folder's group is the sandbox's own gid
             # (another submission graded at the same time has another); else the user alone.
             if self.slot:
@@ -577,7 +580,7 @@ class Jail:
             self.close()
             raise
 
-    def _build(self, submission):
+    def _build(self, submission, source):
         sandbox = self.sandbox
         os.chmod(self.root, 0o755)
         lib = os.path.join(self.root, "lib")
@@ -592,7 +595,8 @@ class Jail:
         shutil.copyfile(WORKER, os.path.join(lib, "npgpt_worker.py"))
         os.makedirs(os.path.join(self.root, "sub"))
         self.sub_name = re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(submission)) or "submission.py"
-        shutil.copyfile(submission, os.path.join(self.root, "sub", self.sub_name))
+        with open(os.path.join(self.root, "sub", self.sub_name), "wb") as f:
+            f.write(source)
         self.inputs = os.path.join(self.root, "in")
         os.makedirs(self.inputs)
         site_dir = os.path.join(self.root, "site")
@@ -805,20 +809,23 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True,
     try:
         bufs, timed_out = _pump(proc, r, info_r, t0 + timeout)
         ns_init = _child_pid(bufs.get(info_r, b""))
-        # Everything of the child goes now: the namespace's init (its death kills the whole PID
-        # namespace), the session, the cgroup, the uid; then wait until nothing is left.
-        for pid in (ns_init, proc.pid):
-            if pid:
-                _kill(pid)
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        running = proc.poll() is None
+        # Everything of the child goes now. bwrap: its namespace's init, whose death kills the
+        # whole PID namespace; bwrap exits only once init is reaped, which the kernel allows only
+        # when the namespace is empty (init's pid cannot be reused while bwrap has not reaped it).
+        # Then the session, the cgroup and the uid, until nothing is left.
+        if running:
+            _kill(ns_init if ns_init and sb.mode == "bwrap" else proc.pid)
         give_up = time.monotonic() + 10
         try:
             code = proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            code = -signal.SIGKILL
+            _kill(proc.pid)
+            code = proc.wait()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
         oom = False
         if cgroup:
             oom = cgroup.oom()
@@ -837,7 +844,10 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True,
         if probe:
             return run
         if not any(h.get("stage") == "done" for h, _ in run.frames):
-            run.fate = _fate(code, timed_out, timeout, memory_mb, oom)
+            if running and not timed_out:
+                run.fate = "closed its result and output pipes before finishing, and was stopped"
+            else:
+                run.fate = _fate(code, timed_out, timeout, memory_mb, oom)
             if bad:
                 run.fate += f"; its results were malformed: {bad}"
         elif bad:
