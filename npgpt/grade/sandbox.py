@@ -56,7 +56,7 @@ HEADER_LIMIT = 64 << 10  # bytes of one frame's JSON header
 ARRAY_LIMIT = 8 << 20  # bytes of one array
 MAX_ARRAYS = 64  # arrays in one frame
 MAX_FRAMES = 512
-STAGES = ("import", "forward", "backward", "again", "fd", "done", "probe")
+STAGES = ("import", "forward", "backward", "again", "fd", "done")
 STUB_FILES = ("module.py", "_checks.py", "gradcheck.py", os.path.join("layers", "dropout.py"))
 
 STUB_INIT = '''"""npgpt while grading: Module, Parameter, Sequential, Dropout, numerical_gradient, gradcheck."""
@@ -711,7 +711,7 @@ def _fate(code, timed_out, timeout, memory_mb, oom):
     return f"exited early with status {code} (os._exit, or the interpreter died) before grading finished"
 
 
-def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True, probe=False):
+def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True):
     """Run the worker in `jail` with `request` (JSON) and `arrays`; return a ChildRun.
 
     Returns only after every process of the child is gone.
@@ -809,6 +809,11 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True,
     try:
         bufs, timed_out = _pump(proc, r, info_r, t0 + timeout)
         ns_init = _child_pid(bufs.get(info_r, b""))
+        if not timed_out:  # its pipes are closed: give it a moment to exit by itself
+            try:
+                proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                pass
         running = proc.poll() is None
         # Everything of the child goes now. bwrap: its namespace's init, whose death kills the
         # whole PID namespace; bwrap exits only once init is reaped, which the kernel allows only
@@ -841,8 +846,6 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True,
             if len(bufs[fd]) > OUTPUT_LIMIT:
                 text += "\n[... output truncated]"
             setattr(run, attr, clean(text))
-        if probe:
-            return run
         if not any(h.get("stage") == "done" for h, _ in run.frames):
             if running and not timed_out:
                 run.fate = "closed its result and output pipes before finishing, and was stopped"
@@ -964,9 +967,8 @@ def _header(raw):
         raise ValueError(f"unknown stage {str(stage)[:40]!r}")
     if case is not None and (not isinstance(case, str) or len(case) > 100):
         raise ValueError("case is not a short string")
-    for key in ("error", "probe"):
-        if key in header and not isinstance(header[key], str if key == "error" else dict):
-            raise ValueError(f"{key} has the wrong type")
+    if "error" in header and not isinstance(header["error"], str):
+        raise ValueError("error has the wrong type")
     names, sizes = header.get("arrays", []), header.get("sizes", [])
     if not (isinstance(names, list) and isinstance(sizes, list) and len(names) == len(sizes) <= MAX_ARRAYS):
         raise ValueError("arrays/sizes are not two lists of the same length")
