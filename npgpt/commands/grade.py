@@ -12,21 +12,18 @@ import os
 import sys
 import traceback
 
+from ..registry import supported
+
 HELP = "grade a submission's forward/backward implementations (text, JSON or Gradescope results)"
 
 
 def _components(text):
-    from ..grade.components import SPECS
+    from ..registry import UnknownComponent, resolve_list
 
-    keys = [k.strip().lower() for k in text.split(",") if k.strip()]
-    if "all" in keys:
-        return list(SPECS)
-    bad = [k for k in keys if k not in SPECS]
-    if bad or not keys:
-        raise ValueError(
-            f"--only: unknown component(s) {', '.join(bad) or '(none given)'}; choose from {', '.join(SPECS)}"
-        )
-    return keys
+    try:
+        return [c.name for c in resolve_list(text, "grade")]
+    except UnknownComponent as e:
+        raise ValueError(f"--only: {e}") from None
 
 
 def add_arguments(parser):
@@ -39,8 +36,9 @@ def add_arguments(parser):
     parser.add_argument(
         "--only",
         default=None,
-        help="comma-separated components to grade "
-        "(layernorm,gelu,linear,feedforward,attention,block,crossentropy); a missing one scores 0",
+        help="comma-separated components to grade, or all ("
+        + ",".join(c.name for c in supported("grade"))
+        + "); a missing one scores 0",
     )
     parser.add_argument(
         "--format",

@@ -8,6 +8,7 @@ after_published, visible).
 
 import json
 
+from ..commands.docs import component_name
 from .rubric import Rubric
 
 STUDENT_OUTPUT = 2000  # characters of a component's captured stdout/stderr shown per component
@@ -76,13 +77,14 @@ def to_text(result, rubric=None):
         form = {"class": f"class {c.cls}", "function": "CS231n-style functions", "missing": "not defined"}[
             c.form
         ]
-        lines.append(
-            f"== {c.cls} ({form}): {_fmt(_total(c.tests, 'score'))}/{_fmt(_total(c.tests, 'max_score'))}"
-        )
+        got, total = _total(c.tests, "score"), _total(c.tests, "max_score")
+        lines.append(f"== {c.cls} ({form}): {_fmt(got)}/{_fmt(total)}")
         if c.problem:
             lines.append(f"  problem: {c.problem}")
         for t in c.tests:
             lines += ["  " + line for line in _test_text(t, c.problem)]
+        if got < total:
+            lines.append(f"  derivation: npgpt docs {component_name(c.cls)}")
         lines += _captured(c)
         lines.append("")
     lines.append(f"total: {_fmt(result.score)}/{_fmt(result.max_score)}  ({result.execution_time:.1f} s)")

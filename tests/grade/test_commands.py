@@ -55,7 +55,7 @@ def test_only_names_a_missing_component_which_scores_zero(capsys):
 
 def test_bad_arguments_exit_2(capsys):
     assert main(["grade", os.path.join(HERE, "correct.py"), "--only", "softmax"]) == 2
-    assert "unknown component(s) softmax" in capsys.readouterr().err
+    assert "unknown component 'softmax'; valid names: layernorm," in capsys.readouterr().err
 
 
 def test_folder_is_graded_in_parallel_into_a_csv(tmp_path, capsys):
@@ -94,7 +94,12 @@ def test_starter_file_imports_and_grades_to_zero_without_crashing(tmp_path, caps
     data = json.loads(result.read_text())
     assert data["score"] == 0 and data["max_score"] > 0
     first = data["components"][0]["tests"][0]["output"]
-    assert "NotImplementedError" in first and "see docs/" in first
+    assert "NotImplementedError" in first and "see `npgpt docs " in first, first
+    capsys.readouterr()
+    main(["grade", str(path), "--seed", "1"])
+    text = capsys.readouterr().out
+    page = {"crossentropy": "crossentropy", "all": "layernorm"}.get(name, name)
+    assert f"derivation: npgpt docs {page}" in text, f"the report does not point at the page:\n{text}"
 
 
 def test_starter_declares_the_contract_parameters(tmp_path, capsys):
