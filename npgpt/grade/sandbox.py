@@ -581,8 +581,7 @@ class Jail:
             raise
 
     def _build(self, submission, source):
-        sandbox = self.sandbox
-        os.chmod(self.root, 0o755)
+        sandbox = self.sandbox  # self.root stays 0700 (mkdtemp) until it is complete
         lib = os.path.join(self.root, "lib")
         stub = os.path.join(lib, "npgpt")
         os.makedirs(os.path.join(stub, "layers"))

