@@ -214,6 +214,9 @@ class Cgroup:
         self.dirs, self.v2 = [], False
         name = f"npgpt-grade-{os.getpid()}-{time.monotonic_ns()}"
         parent = _cg2_parent()
+        for d in (parent, "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids"):
+            if d:
+                _sweep(d, "npgpt-grade-", rmdir=True)
         try:
             if parent:
                 self.v2 = True
@@ -284,6 +287,27 @@ class Cgroup:
                     if e.errno == errno.ENOENT:
                         break
                     time.sleep(0.01)
+
+
+def _sweep(folder, prefix, rmdir=False):
+    """Remove what graders that died (SIGKILL, power loss) left: `prefix` + their pid + "-"."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for e in entries:
+        m = re.match(re.escape(prefix) + r"(\d+)-", e.name)
+        if not m or os.path.exists(f"/proc/{m.group(1)}"):
+            continue
+        try:
+            if e.stat(follow_symlinks=False).st_uid != os.geteuid() or not e.is_dir(follow_symlinks=False):
+                continue
+            if rmdir:
+                os.rmdir(e.path)  # an empty cgroup; one with processes left stays
+            else:
+                shutil.rmtree(e.path, ignore_errors=True)
+        except OSError:
+            pass
 
 
 def _put(d, name, value, must=True):
@@ -566,7 +590,8 @@ class Jail:
     def __init__(self, submission, sandbox, source):
         self.sandbox = sandbox
         self.slot = UidSlot() if os.geteuid() == 0 and sandbox.mode in ("bwrap", "user") else None
-        self.root = tempfile.mkdtemp(prefix="npgpt-jail-")
+        _sweep(tempfile.gettempdir(), "npgpt-jail-")
+        self.root = tempfile.mkdtemp(prefix=f"npgpt-jail-{os.getpid()}-")
         try:
             self._build(submission, source)
             # Only this sandbox may enter: as root, the folder's group is the sandbox's own gid
