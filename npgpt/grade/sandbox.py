@@ -127,6 +127,17 @@ def _bwrap_works():
     return _probe_cache["bwrap"]
 
 
+@functools.lru_cache(maxsize=4)
+def _bwrap_has(option):
+    try:
+        p = subprocess.run(
+            [shutil.which("bwrap") or "bwrap", "--help"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return option in p.stdout + p.stderr
+
+
 def choose(requested="auto"):
     """The Sandbox for `requested` ("auto", "bwrap", "user", "none"); SandboxError if it cannot run."""
     if requested not in MODES:
@@ -549,6 +560,8 @@ def _ns_flags():
     flags = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     if os.geteuid() != 0:
         flags.append("--unshare-user")
+        if _bwrap_has("--disable-userns"):  # bubblewrap >= 0.8: no nested user namespaces
+            flags.append("--disable-userns")
     # --as-pid-1: the worker is the namespace's init, so it has no parent to attack, and when it
     # ends, every process it left behind ends with it.
     return flags + ["--die-with-parent", "--new-session", "--as-pid-1"]
