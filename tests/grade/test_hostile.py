@@ -292,12 +292,28 @@ def no_credit(c):
     return all(t["score"] == 0 for t in c["tests"] if t["name"] in ("GELU.forward: out", "GELU.backward: dx"))
 
 
-@pytest.mark.parametrize("name", ["real_npgpt_sysmodules", "real_npgpt_by_path"])
+def _reference_contained(run, c):
+    """bwrap: nothing was loaded. User mode: never the grader's own copy; a copy that is
+    world-readable on this machine (another checkout, a venv) may be: the documented limit."""
+    marks = ("loaded the reference from", "real npgpt imported from")
+    loaded = [
+        ln.split(" from ", 1)[1].strip() for ln in c["stdout"].splitlines() if any(m in ln for m in marks)
+    ]
+    if run["mode"] != "user":
+        assert not loaded and no_credit(c), f"{run['mode']}: {c['stdout'][-600:]}"
+        return
+    for path in loaded:
+        assert not path.startswith(run["dirs"]["grader"]), f"the grader's own npgpt was loaded: {path}"
+        assert sandbox.others_can(path), f"{path} is not world-readable, yet it was loaded"
+    if not loaded:
+        assert no_credit(c), c["stdout"][-600:]
+
+
+@pytest.mark.parametrize("name", ["real_npgpt_sysmodules", "real_npgpt_by_path", "real_npgpt_anywhere"])
 def test_the_reference_cannot_be_imported_or_loaded(run, name):
     c, got = gelu(run, name)
     assert "ATTACK" in c["stdout"], f"{name}: the attack did not run: {c['problem']}"
-    assert no_credit(c), f"{run['mode']} {name}: zeros scored {got}: {c['stdout'][-600:]}"
-    assert "loaded the reference" not in c["stdout"] and "real npgpt imported" not in c["stdout"]
+    _reference_contained(run, c)
 
 
 def test_the_parent_memory_cannot_be_written_nor_traced(run):
