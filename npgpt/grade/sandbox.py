@@ -56,7 +56,7 @@ HEADER_LIMIT = 64 << 10  # bytes of one frame's JSON header
 ARRAY_LIMIT = 8 << 20  # bytes of one array
 MAX_ARRAYS = 64  # arrays in one frame
 MAX_FRAMES = 512
-STAGES = ("import", "forward", "backward", "again", "fd", "done", "probe")
+STAGES = ("import", "forward", "backward", "again", "fd", "done")
 STUB_FILES = ("module.py", "_checks.py", "gradcheck.py", os.path.join("layers", "dropout.py"))
 
 STUB_INIT = '''"""npgpt while grading: Module, Parameter, Sequential, Dropout, numerical_gradient, gradcheck."""
@@ -125,6 +125,17 @@ def _bwrap_works():
             except (OSError, subprocess.TimeoutExpired) as e:
                 _probe_cache["bwrap"] = (False, f"bwrap fails here: {e}")
     return _probe_cache["bwrap"]
+
+
+@functools.lru_cache(maxsize=4)
+def _bwrap_has(option):
+    try:
+        p = subprocess.run(
+            [shutil.which("bwrap") or "bwrap", "--help"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return option in p.stdout + p.stderr
 
 
 def choose(requested="auto"):
@@ -214,6 +225,9 @@ class Cgroup:
         self.dirs, self.v2 = [], False
         name = f"npgpt-grade-{os.getpid()}-{time.monotonic_ns()}"
         parent = _cg2_parent()
+        for d in (parent, "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids"):
+            if d:
+                _sweep(d, "npgpt-grade-", rmdir=True)
         try:
             if parent:
                 self.v2 = True
@@ -286,6 +300,27 @@ class Cgroup:
                     time.sleep(0.01)
 
 
+def _sweep(folder, prefix, rmdir=False):
+    """Remove what graders that died (SIGKILL, power loss) left: `prefix` + their pid + "-"."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for e in entries:
+        m = re.match(re.escape(prefix) + r"(\d+)-", e.name)
+        if not m or os.path.exists(f"/proc/{m.group(1)}"):
+            continue
+        try:
+            if e.stat(follow_symlinks=False).st_uid != os.geteuid() or not e.is_dir(follow_symlinks=False):
+                continue
+            if rmdir:
+                os.rmdir(e.path)  # an empty cgroup; one with processes left stays
+            else:
+                shutil.rmtree(e.path, ignore_errors=True)
+        except OSError:
+            pass
+
+
 def _put(d, name, value, must=True):
     try:
         with open(os.path.join(d, name), "w") as f:
@@ -343,6 +378,13 @@ def _install_seccomp(code):
     if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
         return False
     return libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+
+
+def _parent_death_signal():
+    """prctl(PR_SET_PDEATHSIG, SIGKILL): the child dies if the grader does."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)
 
 
 # --- the uid of a sandbox -----------------------------------------------------------------------
@@ -518,6 +560,8 @@ def _ns_flags():
     flags = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     if os.geteuid() != 0:
         flags.append("--unshare-user")
+        if _bwrap_has("--disable-userns"):  # bubblewrap >= 0.8: no nested user namespaces
+            flags.append("--disable-userns")
     # --as-pid-1: the worker is the namespace's init, so it has no parent to attack, and when it
     # ends, every process it left behind ends with it.
     return flags + ["--die-with-parent", "--new-session", "--as-pid-1"]
@@ -549,23 +593,33 @@ def _fs_flags(jail):
 class Jail:
     """A folder with the stub package, the worker, the submission and (per run) the inputs.
 
-    Owned by the grader and read-only to the child in every mode. In "user" mode the child reads
-    it at its host path; in "bwrap" mode it is mounted at /sandbox.
+    `source` is the submission's bytes as the grader read them (never the path again: a file
+    swapped for a link after the read changes nothing).
+
+        Owned by the grader and read-only to the child in every mode. In "user" mode the child reads
+        it at its host path; in "bwrap" mode it is mounted at /sandbox.
     """
 
-    def __init__(self, submission, sandbox):
+    def __init__(self, submission, sandbox, source):
         self.sandbox = sandbox
         self.slot = UidSlot() if os.geteuid() == 0 and sandbox.mode in ("bwrap", "user") else None
-        self.root = tempfile.mkdtemp(prefix="npgpt-jail-")
+        _sweep(tempfile.gettempdir(), "npgpt-jail-")
+        self.root = tempfile.mkdtemp(prefix=f"npgpt-jail-{os.getpid()}-")
         try:
-            self._build(submission)
+            self._build(submission, source)
+            # Only this sandbox may enter: as root, the folder's group is the sandbox's own gid
+            # (another submission graded at the same time has another); else the user alone.
+            if self.slot:
+                os.chown(self.root, 0, self.slot.uid)
+                os.chmod(self.root, 0o750)
+            else:
+                os.chmod(self.root, 0o700)
         except BaseException:
             self.close()
             raise
 
-    def _build(self, submission):
-        sandbox = self.sandbox
-        os.chmod(self.root, 0o755)
+    def _build(self, submission, source):
+        sandbox = self.sandbox  # self.root stays 0700 (mkdtemp) until it is complete
         lib = os.path.join(self.root, "lib")
         stub = os.path.join(lib, "npgpt")
         os.makedirs(os.path.join(stub, "layers"))
@@ -578,7 +632,8 @@ class Jail:
         shutil.copyfile(WORKER, os.path.join(lib, "npgpt_worker.py"))
         os.makedirs(os.path.join(self.root, "sub"))
         self.sub_name = re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(submission)) or "submission.py"
-        shutil.copyfile(submission, os.path.join(self.root, "sub", self.sub_name))
+        with open(os.path.join(self.root, "sub", self.sub_name), "wb") as f:
+            f.write(source)
         self.inputs = os.path.join(self.root, "in")
         os.makedirs(self.inputs)
         site_dir = os.path.join(self.root, "site")
@@ -645,6 +700,7 @@ def _preexec(memory_bytes, cpu_seconds, cgroup, uid, nproc, seccomp=None):
             os.setgroups([])
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)
+            _parent_death_signal()  # after the uid change, which clears it
         if seccomp and not _install_seccomp(seccomp):
             os._exit(121)  # never run the submission with sockets when it was meant to be without
 
@@ -692,7 +748,7 @@ def _fate(code, timed_out, timeout, memory_mb, oom):
     return f"exited early with status {code} (os._exit, or the interpreter died) before grading finished"
 
 
-def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True, probe=False):
+def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True):
     """Run the worker in `jail` with `request` (JSON) and `arrays`; return a ChildRun.
 
     Returns only after every process of the child is gone.
@@ -790,20 +846,28 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True,
     try:
         bufs, timed_out = _pump(proc, r, info_r, t0 + timeout)
         ns_init = _child_pid(bufs.get(info_r, b""))
-        # Everything of the child goes now: the namespace's init (its death kills the whole PID
-        # namespace), the session, the cgroup, the uid; then wait until nothing is left.
-        for pid in (ns_init, proc.pid):
-            if pid:
-                _kill(pid)
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        if not timed_out:  # its pipes are closed: give it a moment to exit by itself
+            try:
+                proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                pass
+        running = proc.poll() is None
+        # Everything of the child goes now. bwrap: its namespace's init, whose death kills the
+        # whole PID namespace; bwrap exits only once init is reaped, which the kernel allows only
+        # when the namespace is empty (init's pid cannot be reused while bwrap has not reaped it).
+        # Then the session, the cgroup and the uid, until nothing is left.
+        if running:
+            _kill(ns_init if ns_init and sb.mode == "bwrap" else proc.pid)
         give_up = time.monotonic() + 10
         try:
             code = proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            code = -signal.SIGKILL
+            _kill(proc.pid)
+            code = proc.wait()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
         oom = False
         if cgroup:
             oom = cgroup.oom()
@@ -819,10 +883,11 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True,
             if len(bufs[fd]) > OUTPUT_LIMIT:
                 text += "\n[... output truncated]"
             setattr(run, attr, clean(text))
-        if probe:
-            return run
         if not any(h.get("stage") == "done" for h, _ in run.frames):
-            run.fate = _fate(code, timed_out, timeout, memory_mb, oom)
+            if running and not timed_out:
+                run.fate = "closed its result and output pipes before finishing, and was stopped"
+            else:
+                run.fate = _fate(code, timed_out, timeout, memory_mb, oom)
             if bad:
                 run.fate += f"; its results were malformed: {bad}"
         elif bad:
@@ -939,9 +1004,8 @@ def _header(raw):
         raise ValueError(f"unknown stage {str(stage)[:40]!r}")
     if case is not None and (not isinstance(case, str) or len(case) > 100):
         raise ValueError("case is not a short string")
-    for key in ("error", "probe"):
-        if key in header and not isinstance(header[key], str if key == "error" else dict):
-            raise ValueError(f"{key} has the wrong type")
+    if "error" in header and not isinstance(header["error"], str):
+        raise ValueError("error has the wrong type")
     names, sizes = header.get("arrays", []), header.get("sizes", [])
     if not (isinstance(names, list) and isinstance(sizes, list) and len(names) == len(sizes) <= MAX_ARRAYS):
         raise ValueError("arrays/sizes are not two lists of the same length")

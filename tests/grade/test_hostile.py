@@ -112,6 +112,17 @@ def _run_folder(base, mode, as_user=None):
     ports = {"tcp": [listeners.tcp.getsockname()[1]], "udp": [listeners.udp.getsockname()[1]]}
     with open(path, "w") as f:
         f.write(text.replace('GRADER_PORTS = {"tcp": [], "udp": []}', f"GRADER_PORTS = {ports!r}"))
+    daemon = "npgptd-" + os.urandom(4).hex()  # this run's daemons (comm is at most 15 characters)
+    tag = "npgpt-hostile-" + daemon[7:]  # and the files it makes
+    with open(os.path.join(subs, "files.py")) as f:
+        text = f.read()
+    with open(os.path.join(subs, "files.py"), "w") as f:
+        f.write(text.replace('TAG = "npgpt-hostile"', f"TAG = {tag!r}"))
+    for name in ("daemon_mmap.py", "leftover_daemon.py"):
+        with open(os.path.join(subs, name)) as f:
+            text = f.read()
+        with open(os.path.join(subs, name), "w") as f:
+            f.write(text.replace('DAEMON_NAME = b"npgpthostiled"', f"DAEMON_NAME = {daemon.encode()!r}"))
     rubric = os.path.join(grader, "npgpt", "grade", "rubric.json")
     with open(rubric, "rb") as f:
         rubric_hash = hashlib.sha256(f.read()).hexdigest()
@@ -164,7 +175,9 @@ def _run_folder(base, mode, as_user=None):
         "hits": list(listeners.hits),
         "ports": ports,
         "dirs": {"out": out, "home": home, "subs": subs, "grader": grader},
-        "daemons": _named("npgpthostiled"),
+        "daemons": _named(daemon),
+        "daemon": daemon,
+        "tag": tag,
     }
 
 
@@ -279,12 +292,28 @@ def no_credit(c):
     return all(t["score"] == 0 for t in c["tests"] if t["name"] in ("GELU.forward: out", "GELU.backward: dx"))
 
 
-@pytest.mark.parametrize("name", ["real_npgpt_sysmodules", "real_npgpt_by_path"])
+def _reference_contained(run, c):
+    """bwrap: nothing was loaded. User mode: never the grader's own copy; a copy that is
+    world-readable on this machine (another checkout, a venv) may be: the documented limit."""
+    marks = ("loaded the reference from", "real npgpt imported from")
+    loaded = [
+        ln.split(" from ", 1)[1].strip() for ln in c["stdout"].splitlines() if any(m in ln for m in marks)
+    ]
+    if run["mode"] != "user":
+        assert not loaded and no_credit(c), f"{run['mode']}: {c['stdout'][-600:]}"
+        return
+    for path in loaded:
+        assert not path.startswith(run["dirs"]["grader"]), f"the grader's own npgpt was loaded: {path}"
+        assert sandbox.others_can(path), f"{path} is not world-readable, yet it was loaded"
+    if not loaded:
+        assert no_credit(c), c["stdout"][-600:]
+
+
+@pytest.mark.parametrize("name", ["real_npgpt_sysmodules", "real_npgpt_by_path", "real_npgpt_anywhere"])
 def test_the_reference_cannot_be_imported_or_loaded(run, name):
     c, got = gelu(run, name)
     assert "ATTACK" in c["stdout"], f"{name}: the attack did not run: {c['problem']}"
-    assert no_credit(c), f"{run['mode']} {name}: zeros scored {got}: {c['stdout'][-600:]}"
-    assert "loaded the reference" not in c["stdout"] and "real npgpt imported" not in c["stdout"]
+    _reference_contained(run, c)
 
 
 def test_the_parent_memory_cannot_be_written_nor_traced(run):
@@ -340,7 +369,7 @@ def test_secrets_are_not_readable(run):
     text = json.dumps(run["results"]["read_secrets"]) + run["texts"]["read_secrets"]
     assert "ATTACK" in c["stdout"] and no_credit(c)
     assert SECRET not in text, "the grader's environment leaked"
-    assert "written independently" not in text, "another submission leaked"
+    assert "npgpt-hostile-honest-7d3e" not in text, "another submission leaked"
     assert '"repeat": 1e-9' not in text, "the rubric leaked"
     if run["mode"] == "user":
         return  # world-readable system files (/etc/passwd) stay readable in user mode (docs/grading.md)
@@ -361,12 +390,12 @@ def test_files_of_the_grader_and_its_home_cannot_be_changed(run):
     worked = c["stdout"].split("ATTACK file changes that worked:", 1)[1].split(" in ")[0]
     # Only /tmp: the sandbox's private tmpfs (bwrap), or the world-writable /tmp (user mode), where
     # what the sandbox uid left is removed after the component; empty either way (RLIMIT_FSIZE 0).
-    assert all(p.startswith("/tmp/npgpt-hostile-") for p in worked.split("'") if p.startswith("/")), worked
-    assert not [f for f in os.listdir("/tmp") if f.startswith("npgpt-hostile-")], "left in /tmp"
+    assert all(p.startswith(f"/tmp/{run['tag']}-") for p in worked.split("'") if p.startswith("/")), worked
+    assert not [f for f in os.listdir("/tmp") if f.startswith(run["tag"])], "left in /tmp"
     for d in ("out", "home"):
         with open(os.path.join(run["dirs"][d], "canary.txt")) as f:
             assert f.read() == "canary\n", f"{d}/canary.txt changed"
-        assert not [f for f in os.listdir(run["dirs"][d]) if f.startswith("npgpt-hostile")]
+        assert not [f for f in os.listdir(run["dirs"][d]) if f.startswith(run["tag"])]
     here = sorted(f for f in os.listdir(HOSTILE) if f.endswith(".py"))
     assert sorted(f for f in os.listdir(run["dirs"]["subs"]) if f != "__pycache__") == here
 
@@ -404,6 +433,6 @@ def test_no_process_of_a_sandbox_is_left(run):
                 cmd = f.read()
         except OSError:
             continue
-        if run["dirs"]["grader"].encode() in cmd or b"npgpthostile" in cmd:
+        if run["dirs"]["grader"].encode() in cmd:
             leftover.append((entry, cmd[:200]))
-    assert not leftover and not run["daemons"], leftover
+    assert not leftover and not run["daemons"] and not _named(run["daemon"]), leftover
