@@ -7,29 +7,47 @@ file can take its place (`npgpt train --data PATH`).
 """
 
 import gzip
+import zlib
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
+from .errors import DataError
+
 CORPUS_RESOURCE = "data/tinyshakespeare.txt.gz"
 
 
 def load_corpus(path=None):
-    """The text of `path` (UTF-8; `.gz` is decompressed), or the embedded corpus when None."""
+    """The text of `path` (UTF-8; `.gz` is decompressed), or the embedded corpus when None.
+
+    A path that is missing, a directory, unreadable, not gzip (for `.gz`), not UTF-8, binary
+    (NUL bytes) or empty is a DataError naming the file."""
     if path is None:
         raw = resources.files("npgpt").joinpath(CORPUS_RESOURCE).read_bytes()
         return gzip.decompress(raw).decode("utf-8")
     path = Path(path)
+    if path.is_dir():
+        raise DataError(f"load_corpus: {path} is a directory, not a text file")
     if not path.is_file():
-        raise FileNotFoundError(f"load_corpus: no such file: {path}")
-    raw = path.read_bytes()
-    if path.suffix == ".gz":
-        raw = gzip.decompress(raw)
+        raise DataError(f"load_corpus: no such file: {path}")
     try:
-        return raw.decode("utf-8")
+        raw = path.read_bytes()
+        if path.suffix == ".gz":
+            raw = gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
+        raise DataError(f"load_corpus: {path} cannot be read ({getattr(e, 'strerror', None) or e})") from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(f"load_corpus: {path} is not UTF-8 text ({e})") from None
+        raise DataError(
+            f"load_corpus: {path} is not UTF-8 text (byte {e.start}: {raw[e.start : e.start + 1]!r})"
+        ) from None
+    if "\x00" in text:
+        raise DataError(f"load_corpus: {path} is binary, not text (NUL byte at {text.index(chr(0))})")
+    if not text:
+        raise DataError(f"load_corpus: {path} is empty")
+    return text
 
 
 class CharTokenizer:
@@ -114,5 +132,8 @@ def prepare(path=None, tokenizer=None, train_frac=0.9):
         tokenizer = CharTokenizer.from_text(text)
     elif isinstance(tokenizer, dict):
         tokenizer = CharTokenizer.from_dict(tokenizer)
-    ids = np.array(tokenizer.encode(text), dtype=np.int64)  # (N,)
+    try:
+        ids = np.array(tokenizer.encode(text), dtype=np.int64)  # (N,)
+    except ValueError as e:  # resuming on another corpus: characters the checkpoint never saw
+        raise DataError(f"prepare: {path or 'the embedded corpus'}: {e}") from None
     return (tokenizer, *train_val_split(ids, train_frac))

@@ -2,6 +2,7 @@
 plain log lines otherwise; the loss-curve PNG when matplotlib is installed (`plots`); and the
 Ctrl-C flag that lets a long loop save its state and stop cleanly."""
 
+import math
 import signal
 import sys
 import threading
@@ -25,34 +26,50 @@ class Progress:
     def update(self, loss, lr, tok_s):
         self.n += 1
         if self.bar is not None:
+            if self.n >= self.total:  # the final state is drawn by close(), once
+                self.bar.mininterval = math.inf
             self.bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}", tok_s=f"{tok_s:,.0f}", refresh=False)
             self.bar.update(1)
         elif self.enabled and (self.n % self.every == 0 or self.n == self.total):
             self.log(f"iter {self.n}/{self.total}: loss {loss:.4f}, lr {lr:.2e}, {tok_s:,.0f} tokens/s")
 
     def write(self, msg):
+        """Print `msg` above the bar; once the bar is full, close it first (tqdm would draw the
+        full bar again below the message, and close() once more)."""
+        if self.bar is not None and self.n >= self.total:
+            self.close()
         if self.bar is not None:
             self.bar.write(msg)
         else:
             self.log(msg)
 
     def close(self):
+        """Draw the final state and leave the bar; later calls do nothing."""
         if self.bar is not None:
             self.bar.close()
+            self.bar = None
+
+
+def plot_unavailable():
+    """Why no plot can be drawn (a one-line reason), or None when matplotlib is importable."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return "matplotlib is not installed (pip install 'npgpt[plots]')"
+    return None
 
 
 def save_loss_plot(curve, evals, path):
     """Plot the per-iteration training loss and the evaluated train/val losses; return the
-    path, or None when matplotlib is not installed or there is nothing to plot."""
-    try:
-        import matplotlib
+    path, or None when matplotlib is not installed (plot_unavailable() says so) or there is
+    nothing to plot."""
+    if plot_unavailable() is not None or (not curve and not evals):
+        return None
+    import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    if not curve and not evals:
-        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(7, 4))
     if curve:
         ax.plot([c[0] for c in curve], [c[1] for c in curve], lw=0.6, alpha=0.5, label="train (batch)")

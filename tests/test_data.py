@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from npgpt.data import CharTokenizer, get_batch, load_corpus, train_val_split
+from npgpt.errors import DataError
 from tests.asserts import assert_equal
 from tests.strategies import seeds
 
@@ -36,8 +37,29 @@ def test_load_text_and_gz_files(tmp_path):
     (tmp_path / "bad.txt").write_bytes(b"\xff\xfe\x00 not utf-8")
     with pytest.raises(ValueError, match=r"load_corpus: .*bad.txt is not UTF-8"):
         load_corpus(tmp_path / "bad.txt")
-    with pytest.raises(FileNotFoundError, match="load_corpus: no such file"):
+    with pytest.raises(DataError, match="load_corpus: no such file"):
         load_corpus(tmp_path / "missing.txt")
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "pattern"),
+    [
+        ("dir", None, r"dir is a directory, not a text file"),
+        ("nul.txt", b"ab\x00cd", r"nul.txt is binary, not text \(NUL byte at 2\)"),
+        ("elf.bin", b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)), r"elf.bin is not UTF-8 text"),
+        ("empty.txt", b"", r"empty.txt is empty"),
+        ("fake.txt.gz", b"not gzip at all", r"fake.txt.gz cannot be read"),
+        ("cut.txt.gz", gzip.compress(b"hello world" * 50)[:20], r"cut.txt.gz cannot be read"),
+    ],
+)
+def test_unusable_corpus_files_are_data_errors_naming_the_file(tmp_path, name, content, pattern):
+    path = tmp_path / name
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(DataError, match=pattern):
+        load_corpus(path)
 
 
 @given(text=st.text(min_size=1, max_size=200))

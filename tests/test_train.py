@@ -4,6 +4,7 @@ saves and exits cleanly, the CLI's defaults are nanoGPT's CPU configuration."""
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,8 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from npgpt.cli import build_parser
+from npgpt.checkpoint import load_model
+from npgpt.cli import build_parser, main
 from npgpt.data import load_corpus
+from npgpt.errors import DataError, InputError
 from npgpt.model import GPTModel
 from npgpt.train import init_nanogpt, train
 from tests.asserts import assert_close, assert_equal
@@ -161,6 +164,27 @@ def test_ctrl_c_saves_and_resume_continues(tmp_path):
     meta = json.loads(last.read_text())
     k = meta["step"]
     assert 1 <= k < 1000000 and len(meta["extra"]["curve"]) == k
+    # the losses printed are those of the model saved at the stop, not of the last evaluation
+    m = re.search(r"stopped at step (\d+): train loss ([\d.]+), val loss ([\d.]+)", out)
+    assert m and int(m[1]) == k, f"the stop message does not give the loss at step {k}:\n{out}"
+    model, tok, _ = load_model(tmp_path / "out", "last")
+    c = tiny(tmp_path)
+    ids = np.array(tok.encode(load_corpus(c["data"])))
+    n = int(0.9 * len(ids))
+    rng = np.random.default_rng([1337, 4, k])  # the stop's own batches (train.py, _loss_at_stop)
+    for split, data, printed in (("train", ids[:n], m[2]), ("val", ids[n:], m[3])):
+        losses = []
+        for _ in range(c["eval_iters"]):
+            ix = rng.integers(0, len(data) - 8, size=4)
+            x = data[ix[:, None] + np.arange(8)]
+            y = data[ix[:, None] + np.arange(1, 9)]
+            logits = model.forward(x)  # (B, T, V); the log-softmax by hand
+            z = logits - logits.max(-1, keepdims=True)
+            logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+            losses.append(-np.take_along_axis(logp, y[..., None], -1).mean())
+        assert abs(float(printed) - np.mean(losses)) < 1e-4, (
+            f"{split} loss printed at the stop {printed}, the saved model's {np.mean(losses):.4f}"
+        )
     # continue in-process for 3 more steps; compare with an uninterrupted run of k + 3 steps
     rest = train(tiny(tmp_path, max_iters=k + 3, resume=True), progress=False)
     full = train(tiny(tmp_path / "ref", max_iters=k + 3), progress=False)
@@ -187,3 +211,118 @@ def test_loss_plot(tmp_path):
     pytest.importorskip("matplotlib", reason="the loss plot needs matplotlib (the `plots` extra)")
     r = train(tiny(tmp_path, max_iters=3), progress=False)
     assert r["plot"] and Path(r["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_out_dir_holding_a_checkpoint_needs_resume_or_force(tmp_path):
+    first = train(tiny(tmp_path), progress=False)
+    out = Path(tiny(tmp_path)["out_dir"])
+    saved = {p.name: p.read_bytes() for p in out.glob("*.npz")}
+    with pytest.raises(
+        InputError, match=r"already holds a checkpoint \(ckpt.npz, ckpt.json, last.npz, last.json\)"
+    ):
+        train(tiny(tmp_path, max_iters=3), progress=False)
+    assert {p.name: p.read_bytes() for p in out.glob("*.npz")} == saved, (
+        "a refused run touched the checkpoints"
+    )
+    again = train(tiny(tmp_path, max_iters=3, force=True), progress=False)
+    assert again["step"] == 3 and json.loads((out / "last.json").read_text())["step"] == 3
+    assert first["step"] == 12
+    (out / "last.json").unlink()  # a half checkpoint still counts
+    with pytest.raises(InputError, match=r"already holds a checkpoint \(ckpt.npz, ckpt.json, last.npz\)"):
+        train(tiny(tmp_path), progress=False)
+
+
+def test_a_corpus_too_short_for_the_block_is_a_data_error(tmp_path):
+    with pytest.raises(
+        DataError,
+        match=r"corpus.txt: its validation split has 5 characters, fewer than --block-size \+ 1 = 9",
+    ):
+        train(tiny(tmp_path, text="abcdefghij" * 5), progress=False)
+
+
+def test_resume_on_another_corpus_names_the_characters(tmp_path):
+    train(tiny(tmp_path, text="abcd" * 100, max_iters=3), progress=False)
+    other = tmp_path / "other.txt"
+    other.write_text("xyz" * 100)
+    with pytest.raises(
+        DataError, match=r"other.txt: CharTokenizer.encode: characters not in the vocabulary.*'xyz'"
+    ):
+        train(tiny(tmp_path, data=str(other), resume=True), progress=False)
+
+
+def test_stop_reports_the_loss_measured_at_the_stop(tmp_path):
+    r = train(tiny(tmp_path), should_stop=lambda it: it == 7, progress=False)
+    assert r["interrupted"] and r["step"] == 7 and r["eval_step"] == 7
+    assert [e[0] for e in r["evals"]] == [0, 5], "the stop's measurement must not join the run's evaluations"
+    assert r["val_loss"] != r["evals"][-1][2], "the stop printed the step-5 evaluation"
+    # a stop right after an evaluation reports that evaluation
+    r = train(tiny(tmp_path / "b"), should_stop=lambda it: it == 5, progress=False)
+    assert r["eval_step"] == 5 and r["step"] == 5
+
+
+def test_a_skipped_plot_is_said(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    c = tiny(tmp_path, max_iters=3)
+    argv = ["train", "--data", c["data"], "--out-dir", c["out_dir"], "--max-iters", "3", "--block-size", "8"]
+    argv += [
+        "--batch-size",
+        "2",
+        "--n-layer",
+        "1",
+        "--n-head",
+        "2",
+        "--n-embd",
+        "8",
+        "--eval-iters",
+        "1",
+        "--no-progress",
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "no loss.png: matplotlib is not installed" in out, out
+    assert not (Path(c["out_dir"]) / "loss.png").exists()
+
+
+def test_the_progress_bar_closes_once(tmp_path, monkeypatch):
+    pytest.importorskip("tqdm", reason="the bar is tqdm's (the `train` extra)")
+    import io
+
+    for stop in (None, 7):
+        err = io.StringIO()
+        monkeypatch.setattr(sys, "stderr", err)
+        train(
+            tiny(tmp_path / str(stop)),
+            should_stop=stop and (lambda it: it == 7),
+            progress=True,
+            log=lambda m: None,
+        )
+        monkeypatch.undo()
+        n = 12 if stop is None else 7
+        draws = re.findall(rf"\b{n}/12\b", err.getvalue())
+        assert len(draws) == 1, f"the final bar ({n}/12) was drawn {len(draws)} times:\n{err.getvalue()!r}"
+
+
+def test_threads_reach_the_fast_path(tmp_path, monkeypatch, capsys):
+    import npgpt.train as train_module
+
+    seen = []
+    real = train_module.accelerate
+
+    def spy(module, threads=None):
+        seen.append((type(module).__name__, threads))
+        return real(module, threads=threads)
+
+    monkeypatch.setattr(train_module, "accelerate", spy)
+    c = tiny(tmp_path)
+    argv = ["train", "--data", c["data"], "--out-dir", c["out_dir"], "--max-iters", "2", "--block-size", "8"]
+    argv += ["--batch-size", "2", "--n-layer", "1", "--n-head", "2", "--n-embd", "8", "--eval-iters", "1"]
+    assert main([*argv, "--no-progress", "--threads", "1"]) == 0
+    assert ("GPTModel", 1) in seen, f"--threads 1 did not reach accelerate(model): {seen}"
+    seen.clear()
+    assert main([*argv, "--no-progress", "--reference", "--force"]) == 0
+    assert not seen, f"--reference still switched to the fast path: {seen}"
+    assert main([*argv, "--no-progress", "--reference", "--force", "--threads", "2"]) == 2
+    assert "--threads sets the fast path's threads" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--threads", "0"])
+    assert e.value.code == 2 and "--threads: must be >= 1, got 0" in capsys.readouterr().err

@@ -34,7 +34,8 @@ def run(
 
     fast: time npgpt's fast path (npgpt.fast.accelerate) as "npgpt" and, side by side, the plain
     reference code as "reference" (a copy of the same weights); else the reference alone, as
-    "npgpt"."""
+    "npgpt". `components` is True, False, or a list of registry Components to time
+    (npgpt/registry.py)."""
     paths = {"npgpt": accelerate, "reference": lambda m: m} if fast else {"npgpt": lambda m: m}
     tb = load_twin(torch_twin)
     say = progress or (lambda msg: None)
@@ -54,7 +55,8 @@ def run(
         "steps": [],
     }
     rng = np.random.default_rng(0)
-    for label, module, x in component_cases(cfg, comp_shape) if components else []:
+    chosen = None if components is True else components
+    for label, module, x in component_cases(cfg, comp_shape, components=chosen) if components else []:
         say(f"component {label}")
         dout = rng.standard_normal(module.forward(x).shape).astype(np.float32)
         fns = {k: fwd_bwd(to(copy.deepcopy(module)), x, dout) for k, to in paths.items()}

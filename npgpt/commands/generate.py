@@ -1,26 +1,44 @@
 """`npgpt generate`: continue a prompt with a trained checkpoint (--checkpoint DIR, from
-`npgpt train`) or a Hugging Face GPT-2 folder (--gpt2 DIR, needs the `gpt2` extra), streaming
+`npgpt train`; its best `ckpt`, or `last` when asked for with --last or OUT_DIR/last) or a
+Hugging Face GPT-2 folder (--gpt2 DIR, needs the `gpt2` extra), streaming
 the text as it is sampled. Uses the key/value cache of npgpt/generate.py.
 """
 
 import sys
 
+from ..errors import InputError
+
 HELP = "sample text from a trained checkpoint or a Hugging Face GPT-2 folder"
 
 
 def add_arguments(parser):
+    from .argtypes import at_least
+
     src = parser.add_mutually_exclusive_group(required=True)
-    src.add_argument("--checkpoint", metavar="DIR", help="an `npgpt train` --out-dir (uses its best ckpt)")
+    src.add_argument(
+        "--checkpoint",
+        metavar="PATH",
+        help="an `npgpt train` --out-dir (its best checkpoint, ckpt), or one checkpoint: OUT_DIR/last",
+    )
     src.add_argument(
         "--gpt2",
         metavar="DIR",
         help="a Hugging Face GPT-2 folder: config.json, model.safetensors, vocab.json, merges.txt",
     )
+    parser.add_argument(
+        "--last", action="store_true", help="with --checkpoint OUT_DIR: its latest save, `last`, not `ckpt`"
+    )
     parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
-    parser.add_argument("--max-new-tokens", type=int, default=500)
-    parser.add_argument("--temperature", type=float, default=0.8, help="0 = greedy (default: 0.8)")
-    parser.add_argument("--top-k", type=int, default=200, help="sample among the k likeliest (default: 200)")
-    parser.add_argument("--seed", type=int, default=1337)
+    parser.add_argument(
+        "--max-new-tokens", type=at_least(0), default=500, help="tokens to sample (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--temperature", type=at_least(0.0, float), default=0.8, help="0 = greedy (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--top-k", type=at_least(1), default=200, help="sample among the k likeliest (default: %(default)s)"
+    )
+    parser.add_argument("--seed", type=at_least(0), default=1337, help="sampling seed (default: %(default)s)")
 
 
 def stream(tokenizer, ids_iter, out):
@@ -43,27 +61,27 @@ def run(args):
 
     from ..generate import generate
 
-    if args.max_new_tokens < 0:
-        raise SystemExit(f"npgpt generate: --max-new-tokens must be >= 0, got {args.max_new_tokens}")
-    if args.temperature < 0:
-        raise SystemExit(f"npgpt generate: --temperature must be >= 0, got {args.temperature}")
-    if args.top_k is not None and args.top_k < 1:
-        raise SystemExit(f"npgpt generate: --top-k must be >= 1, got {args.top_k}")
     if args.gpt2:
+        if args.last:
+            raise InputError("--last goes with --checkpoint, not --gpt2")
         from ..gpt2 import load_gpt2
 
         model, tok = load_gpt2(args.gpt2)
         ids = tok.encode(args.prompt) or [tok.eot]
     else:
-        from ..checkpoint import load_model
+        from ..checkpoint import load_model, resolve
 
-        model, tok, _ = load_model(args.checkpoint)
+        directory, name = resolve(args.checkpoint, last=args.last)
+        model, tok, meta = load_model(directory, name)
+        evals = meta.get("extra", {}).get("evals") or []
+        val = f", val loss {evals[-1][2]:.4f}" if evals and evals[-1][0] == meta["step"] else ""
+        print(f"npgpt generate: loaded {directory}/{name} (step {meta['step']}{val})", file=sys.stderr)
         try:
             ids = tok.encode(args.prompt)
         except ValueError as e:
-            raise SystemExit(f"npgpt generate: --prompt: {e}") from None
+            raise InputError(f"--prompt: {e}") from None
         if not ids:
-            raise SystemExit("npgpt generate: --prompt is empty; give at least one character")
+            raise InputError("--prompt is empty; give at least one character")
     sys.stdout.write(args.prompt)
     sys.stdout.flush()
     steps = generate(
