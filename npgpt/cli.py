@@ -21,9 +21,12 @@ COMMANDS = {
     "grade": "npgpt.commands.grade",
     "assignment": "npgpt.commands.assignment",
     "explain": "npgpt.commands.explain",
+    "docs": "npgpt.commands.docs",
     "train": "npgpt.commands.train",
     "generate": "npgpt.commands.generate",
     "bench": "npgpt.commands.bench",
+    "reference": "npgpt.commands.reference",
+    "compare": "npgpt.commands.compare",
 }
 
 

@@ -54,11 +54,11 @@ class GPTModel(Module):
                 f"GPTModel.forward: in_idx has T = {T} tokens (shape {in_idx.shape}), more than "
                 f"context_length = {L}"
             )
-        tok = self.tok_emb.forward(in_idx)  # (B, T, E)
+        tok = self.tok_emb.forward(in_idx)  # (B, T, E)   eq. 1
         pos = self.pos_emb.forward(np.arange(T))  # (T, E)
-        x = self.drop_emb.forward(tok + pos)  # (B, T, E)
-        x = self.trf_blocks.forward(x)  # (B, T, E)
-        logits = self.out_head.forward(self.final_norm.forward(x))  # (B, T, V)
+        x = self.drop_emb.forward(tok + pos)  # (B, T, E)   eq. 1
+        x = self.trf_blocks.forward(x)  # (B, T, E)   eq. 2
+        logits = self.out_head.forward(self.final_norm.forward(x))  # (B, T, V)   eq. 3
         self.cache = logits.shape
         return logits
 
@@ -67,8 +67,8 @@ class GPTModel(Module):
         shape = cache_of(self, self.cache)
         dlogits = grad_output(self, dlogits, shape, self.dtype)
         dx = self.final_norm.backward(self.out_head.backward(dlogits))  # (B, T, E)
-        dx = self.drop_emb.backward(self.trf_blocks.backward(dx))  # (B, T, E)
-        # forward: x = tok + pos, pos broadcast over the batch, so its gradient sums over B
-        self.tok_emb.backward(dx)
-        self.pos_emb.backward(dx.sum(0))  # (T, E)
+        dx = self.drop_emb.backward(self.trf_blocks.backward(dx))  # (B, T, E)   eq. 4: dh_0
+        # forward: h_0 = tok + pos, pos broadcast over the batch, so its gradient sums over B
+        self.tok_emb.backward(dx)  # eq. 5 (a tied out_head adds eq. 6's second part)
+        self.pos_emb.backward(dx.sum(0))  # (T, E)   eq. 4-5
         return None

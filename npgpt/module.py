@@ -6,6 +6,7 @@ into `.grad` (`+=`), so shared weights and gradient accumulation just work.
 as PyTorch does, so `state_dict()` keys read like the book's (`trf_blocks.0.att.W_query.weight`).
 """
 
+import itertools
 from collections import OrderedDict
 
 import numpy as np
@@ -25,6 +26,25 @@ class Parameter:
 
     def __repr__(self):
         return f"Parameter(shape={self.data.shape}, dtype={self.data.dtype})"
+
+
+_hook_ids = itertools.count()
+
+
+class HookHandle:
+    """What register_*_hook returns: .remove() unregisters the hook (a second call does nothing)."""
+
+    def __init__(self, module, kind, key):
+        self.module, self.kind, self.key = module, kind, key
+
+    def remove(self):
+        self.module._remove_hook(self.kind, self.key)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
 
 
 class Module:
@@ -61,6 +81,59 @@ class Module:
 
     def __call__(self, *inputs, **kwargs):
         return self.forward(*inputs, **kwargs)
+
+    # ---- hooks (PyTorch's register_forward_hook, register_full_backward_hook) ------------
+    # Parents call `child.forward(x)` directly, so a hook cannot live in __call__: registering
+    # the first hook puts a wrapper in the instance's `forward` (or `backward`) attribute, and
+    # removing the last one deletes it. A module without hooks runs its class's method as is.
+    def register_forward_hook(self, hook):
+        """hook(module, inputs, output) runs after every forward; returning a value replaces
+        the output. -> a handle whose .remove() unregisters it."""
+        return self._add_hook("forward", hook)
+
+    def register_full_backward_pre_hook(self, hook):
+        """hook(module, grad_output) runs before every backward, with grad_output = (dout,)."""
+        return self._add_hook("backward_pre", hook)
+
+    def register_full_backward_hook(self, hook):
+        """hook(module, grad_input, grad_output) runs after every backward, with
+        grad_input = (dx,) (what backward returned) and grad_output = (dout,)."""
+        return self._add_hook("backward", hook)
+
+    def _add_hook(self, kind, hook):
+        hooks = self.__dict__.setdefault("_hooks", {"forward": {}, "backward_pre": {}, "backward": {}})
+        key = next(_hook_ids)
+        hooks[kind][key] = hook
+        if kind == "forward":
+            object.__setattr__(self, "forward", self._hooked_forward)
+        else:
+            object.__setattr__(self, "backward", self._hooked_backward)
+        return HookHandle(self, kind, key)
+
+    def _remove_hook(self, kind, key):
+        hooks = self.__dict__.get("_hooks")
+        if hooks is None or hooks[kind].pop(key, None) is None:
+            return
+        if kind == "forward" and not hooks["forward"]:
+            self.__dict__.pop("forward", None)
+        if kind != "forward" and not hooks["backward_pre"] and not hooks["backward"]:
+            self.__dict__.pop("backward", None)
+
+    def _hooked_forward(self, *inputs, **kwargs):
+        out = type(self).forward(self, *inputs, **kwargs)
+        for hook in list(self._hooks["forward"].values()):
+            res = hook(self, inputs, out)
+            out = out if res is None else res
+        return out
+
+    def _hooked_backward(self, dout, *args, **kwargs):
+        for hook in list(self._hooks["backward_pre"].values()):
+            hook(self, (dout,))
+        dx = type(self).backward(self, dout, *args, **kwargs)
+        for hook in list(self._hooks["backward"].values()):
+            res = hook(self, (dx,), (dout,))
+            dx = dx if res is None else res[0]
+        return dx
 
     # ---- traversal ----------------------------------------------------------------------
     def named_modules(self, prefix=""):

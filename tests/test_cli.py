@@ -57,6 +57,23 @@ def test_only_selects_components(capsys):
     assert "Linear(bias=False)" in out and "LayerNorm(unbiased)" in out and "GELU" not in out
 
 
+def test_only_with_an_unknown_name_exits_2_listing_the_valid_names(capsys):
+    assert cli.main(["check", "--only", "bogus"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "", f"npgpt check --only bogus checked something:\n{out}"
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, f"expected a one-line error, got:\n{err}"
+    for name in ("layernorm", "gelu", "attention", "crossentropy", "model"):
+        assert name in lines[0], f"{name} is not listed in: {lines[0]}"
+
+
+def test_only_checks_every_component_of_a_comma_list(capsys):
+    assert cli.main(["check", "--only", "attention,crossentropy,gelu"]) == 0
+    out = capsys.readouterr().out
+    checked = {line.split()[0] for line in out.splitlines()[2:] if line and not line.startswith("all ")}
+    assert checked == {"MultiHeadAttention", "CrossEntropyLoss", "GELU"}, f"checked {sorted(checked)}"
+
+
 # ---- help: every option of every subcommand (also those added later) -------------------------
 
 

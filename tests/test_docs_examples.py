@@ -122,21 +122,33 @@ def test_gradcheck_demo_catches_the_bug(capsys):
     assert out == page_output("gradcheck.md", "gradcheck_demo"), "docs/gradcheck.md output block is stale"
 
 
-LABELED = ["layernorm", "gelu", "linear", "dropout", "embedding", "attention", "block"]
+LABELED = [
+    "layernorm",
+    "gelu",
+    "linear",
+    "dropout",
+    "embedding",
+    "feedforward",
+    "attention",
+    "block",
+    "model",
+]
 RANGES = {
     "layernorm": 9,
     "gelu": 5,
     "linear": 4,
     "dropout": 2,
     "embedding": 2,
-    "attention": 14,
+    "attention": 15,
     "block": 4,
+    "feedforward": 6,
+    "model": 6,
     "loss": 4,
 }
 
 
 def source_of(stem):
-    return (ROOT / "npgpt" / ("loss.py" if stem == "loss" else f"layers/{stem}.py")).read_text()
+    return (ROOT / "npgpt" / (f"{stem}.py" if stem in ("loss", "model") else f"layers/{stem}.py")).read_text()
 
 
 @pytest.mark.parametrize("stem", LABELED + ["loss"])
@@ -163,3 +175,31 @@ def test_plots_are_committed_small_and_shown(png):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
     shown = [p.name for p in DOCS.glob("*.md") if f"img/{png}.png" in p.read_text()]
     assert shown, f"no docs page shows img/{png}.png"
+
+
+def test_gelu_factor_3_figures_on_the_pages():
+    """docs/gelu.md and docs/gradcheck.md state the size of the forgotten-3 bug; recompute it:
+    the difference of the two du/dx, 0.5 x (1 - t^2) sqrt(2/pi) 2 * 0.044715 x^2, in plain Python."""
+    c = math.sqrt(2 / math.pi)
+
+    def missing(x):
+        t = math.tanh(c * (x + 0.044715 * x**3))
+        return abs(0.5 * x * (1 - t * t) * c * 2 * 0.044715 * x * x)
+
+    xs = [i * 5e-5 for i in range(1, 120_000)]  # (0, 6)
+    errs = [missing(x) for x in xs]
+    peak = max(range(len(xs)), key=errs.__getitem__)
+    close(missing(1.0), 1.9e-2, 5e-4, "error at |x| = 1")
+    close(errs[peak], 3.0e-2, 5e-4, "peak error")
+    close(xs[peak], 1.59, 5e-3, "where the error peaks")
+    above = [x for x, e in zip(xs, errs) if e >= 1e-3]
+    close(min(above), 0.31, 5e-3, "smallest |x| with error >= 1e-3")
+    close(max(above), 3.52, 5e-3, "largest |x| with error >= 1e-3")
+    gelu_page = (DOCS / "gelu.md").read_text()
+    for figure in ("$1.9 \\times 10^{-2}$ at $|x| = 1$", "$3.0 \\times 10^{-2}$", "1.59", "0.31", "3.52"):
+        assert figure in gelu_page, f"docs/gelu.md no longer states {figure}"
+    # docs/gradcheck.md: the demo's worst element, x = dout = -2.325 (both drawn from seed 0)
+    x = -2.3250307746388343
+    close(missing(x), 1.76e-2, 5e-5, "missing term at x = -2.325")
+    close(missing(x) * abs(x), 4.08e-2, 5e-5, "times dout at that element")
+    assert "1.76 \\times 10^{-2}" in (DOCS / "gradcheck.md").read_text()

@@ -44,13 +44,47 @@ def worst(got, want):
 def test_every_component_matches_its_module_and_page(component):
     e = explain(component, seed=1)
     assert e.checks and e.passed, f"explain {component}: {e.checks}"
-    tags = set(re.findall(r"\\tag\{(\d+)\}", (DOCS / f"{component}.md").read_text()))
+    stem = "loss" if component == "crossentropy" else component  # the loss keeps the stem loss
+    page = (DOCS / f"{stem}.md").read_text()
+    labels = {f"eq. {n}" for n in re.findall(r"\\tag\{(\d+)\}", page)}
+    labels |= set(re.findall(r"^\| (g\d+) \|", page, re.M))  # the gate-by-gate tables
+    labels |= {"loss"} if component == "model" else set()
     for s in e.forward + e.backward:
         if s.eq:
-            n = s.eq.split()[-1]
-            assert n in tags, (
-                f"explain {component}: step {s.name} cites {s.eq}, absent from docs/{component}.md"
+            assert s.eq in labels, (
+                f"explain {component}: step {s.name} cites {s.eq}, absent from docs/{stem}.md"
             )
+    gates = [s.eq for s in e.backward if s.eq.startswith("g")]
+    numbers = [int(g[1:]) for g in gates]
+    assert numbers == sorted(numbers, reverse=True), (
+        f"explain {component}: the backward gates are not in reverse order: {gates}"
+    )
+
+
+@pytest.mark.parametrize("component", COMPONENTS)
+def test_the_checks_are_independent_of_the_module(component, monkeypatch):
+    """Break the reference module's backward: the hand steps, which never call it, must disagree.
+    (The block's old check ran the modules on a deep copy and compared the code with itself.)"""
+    import npgpt
+
+    victims = {"feedforward": "GELU", "block": "LayerNorm", "model": "LayerNorm"}  # through a part
+    target = getattr(npgpt, victims.get(component, type_name(component)))
+    real = target.backward
+
+    def wrong(self, *args, **kwargs):
+        out = real(self, *args, **kwargs)
+        return None if out is None else out * 1.001
+
+    if component == "embedding":
+        real_emb = target.backward
+
+        def wrong(self, dout):  # noqa: F811 - the embedding returns None: spoil its gradient
+            real_emb(self, dout)
+            self.weight.grad *= 1.001
+
+    monkeypatch.setattr(target, "backward", wrong)
+    e = explain(component, seed=1)
+    assert not e.passed, f"explain {component} missed a wrong {target.__name__}.backward: {e.checks}"
 
 
 def test_layernorm_default_is_the_book_example():
@@ -65,12 +99,12 @@ def test_layernorm_default_is_the_book_example():
 @given(x=spread_rows(np.float64, (2, 5)), seed=seeds, unbiased=st.booleans())
 def test_layernorm_dx_against_finite_differences(x, seed, unbiased):
     e = explain("layernorm", x=x, seed=seed, unbiased=unbiased)
-    dout = e.step("dout")
+    dout, scale, shift = e.step("dout"), e.step("scale"), e.step("shift")
 
     def loss(z):
         mu = z.mean(-1, keepdims=True)
         var = ((z - mu) ** 2).sum(-1, keepdims=True) / (4 if unbiased else 5)
-        return (z - mu) / np.sqrt(var + 1e-5)
+        return scale * (z - mu) / np.sqrt(var + 1e-5) + shift
 
     num = numerical_gradient(loss, x.copy(), dout)
     err, i = worst(e.step("dx"), num)
@@ -138,7 +172,8 @@ def test_cli_text_fits_80_columns_and_names_every_step(component, capsys):
 def type_name(component):
     return {"layernorm": "LayerNorm", "gelu": "GELU", "linear": "Linear", "dropout": "Dropout",
             "embedding": "Embedding", "feedforward": "FeedForward", "attention": "MultiHeadAttention",
-            "block": "TransformerBlock", "loss": "CrossEntropyLoss"}[component]  # fmt: skip
+            "block": "TransformerBlock", "crossentropy": "CrossEntropyLoss", "loss": "CrossEntropyLoss",
+            "model": "GPTModel"}[component]  # fmt: skip
 
 
 def test_cli_markdown_and_inputs(capsys):
@@ -156,9 +191,12 @@ def test_cli_markdown_and_inputs(capsys):
     [
         (["explain", "gelu", "--input", "[1, 2"], "--input must be a JSON"),
         (["explain", "linear", "--unbiased"], "--unbiased applies to layernorm only"),
-        (["explain", "gelu", "--targets", "[0]"], "--targets applies to loss only"),
+        (["explain", "gelu", "--targets", "[0]"], "--targets applies to loss and model only"),
+        (["explain", "gelu", "--qkv-bias"], "--qkv-bias applies to attention only"),
         (["explain", "layernorm", "--dout", "[1, 2]"], "dout has shape (2,)"),
         (["explain", "loss", "--input", "[[1, 2]]", "--targets", "[5]"], "targets must be ids in [0, 2)"),
+        (["explain", "loss", "--input", "[[1, 2]]", "--targets", "[-100]"], "every target is ignore_index"),
+        (["explain", "model", "--input", "[[1, 9]]"], "token ids must be in [0, 5)"),
         (["explain", "embedding", "--input", "[0.5]"], "non-negative integer ids"),
     ],
 )
@@ -166,3 +204,58 @@ def test_cli_bad_input_is_a_clear_error(argv, message, capsys):
     assert main(argv) == 2, f"{argv} should exit 2"
     err = capsys.readouterr().err
     assert message in err, f"{argv}: stderr {err!r} lacks {message!r}"
+    assert err.count("\n") == 1 and err.count("explain") <= 2 and "explain loss: explain" not in err, err
+
+
+def test_loss_ignore_index_row_gets_no_gradient(capsys):
+    assert main(["explain", "loss", "--targets", "[1, -100, 2]"]) == 0, capsys.readouterr().err
+    e = explain("loss", targets=np.array([1, -100, 2]))
+    assert np.all(e.step("dlogits")[1] == 0), "the ignored row has a gradient"
+    assert e.step("nll")[1] == 0 and int(e.step("keep").sum()) == 2, "the ignored row counts"
+    z, y = e.step("logits"), [1, 2]  # the loss by hand over the two kept rows, plain Python
+    want = sum(math.log(sum(math.exp(v) for v in z[r])) - z[r][t] for r, t in zip((0, 2), y)) / 2
+    assert abs(float(e.step("loss")) - want) < 1e-12, f"loss {e.step('loss')} != {want}"
+
+
+@pytest.mark.parametrize("component", COMPONENTS)
+def test_no_negative_zero_is_printed(component, capsys):
+    for seed in range(3):
+        main(["explain", component, "--seed", str(seed)])
+        out = capsys.readouterr().out
+        assert not re.search(r"-0\.(?!\d*[1-9])", out), f"explain {component} --seed {seed} prints -0."
+
+
+def test_attention_and_block_show_weights_masks_and_every_gradient():
+    from npgpt import MultiHeadAttention, TransformerBlock
+
+    for comp, cls, args in (
+        ("attention", MultiHeadAttention, (4, 4, 3, 0.5, 2, True)),
+        ("block", TransformerBlock, ({"emb_dim": 4, "context_length": 3, "n_heads": 2, "drop_rate": 0.25},)),
+    ):
+        e = explain(comp, seed=2, **({"qkv_bias": True} if comp == "attention" else {}))
+        names = {s.name for s in e.forward + e.backward}
+        for name, _ in cls(*args).named_parameters():
+            assert name in names and "d" + name in names, f"explain {comp}: {name} or d{name} not shown"
+        masks = [s for s in e.forward if s.name in ("keep", "att.keep", "m1", "m2")]
+        assert masks and any(np.any(m.value == 0) for m in masks), f"explain {comp}: dropout is off"
+
+
+def test_layernorm_scale_and_shift_are_not_trivial():
+    e = explain("layernorm")
+    assert np.all(e.step("scale") != 1) and np.any(e.step("shift") != 0), "scale 1 / shift 0 hide their role"
+    assert not np.allclose(e.step("out"), e.step("xhat")), "out == xhat: the scale's role never shows"
+
+
+def test_model_end_to_end_by_hand():
+    e = explain("model")
+    assert e.passed, e.checks
+    names = [s.name for s in e.forward + e.backward]
+    for name in ("tok", "pos", "h_0", "x_0", "logits", "loss", "dlogits", "dh_0", "dtok_emb.weight"):
+        assert name in names, f"explain model: no step {name}"
+    assert np.any(e.step("drop_emb.mask") == 0), "explain model: drop_emb is off"
+    # eq. 4: dpos sums dh_0 over the batch, checked in plain Python
+    dh0, dpos = e.step("dh_0"), e.step("dpos")
+    for t in range(dpos.shape[0]):
+        for j in range(dpos.shape[1]):
+            want = sum(dh0[b][t][j] for b in range(dh0.shape[0]))
+            assert abs(dpos[t][j] - want) < 1e-15, f"dpos[{t},{j}]"

@@ -67,6 +67,24 @@ def test_tied_head_accumulates_both_gradients():
     )
 
 
+def test_tied_gradient_is_head_plus_embedding_eq6():
+    """docs/model.md eq. 6: the tied W gets dlogits^T xn (the head, by hand from its input) plus
+    the embedding's scatter-add; finite differences of the tied model agree with the sum."""
+    tied = GPTModel(CFG, rng=7).eval()
+    tied.out_head.weight = tied.tok_emb.weight
+    idx = np.array([[2, 5, 2], [0, 5, 12]])
+    dlogits = np.random.default_rng(8).standard_normal((2, 3, 13))
+    tied.forward(idx)
+    xn = tied.out_head.cache.reshape(-1, 8)  # the head's input: final_norm's output
+    tied.backward(dlogits)
+    head = dlogits.reshape(-1, 13).T @ xn  # (V, E), by hand
+    emb = tied.tok_emb.weight.grad - head
+    unused = sorted(set(range(13)) - set(idx.ravel().tolist()))
+    assert_close("embedding part of rows no id uses", emb[unused], np.zeros((len(unused), 8)), atol=1e-13)
+    assert np.abs(emb[[0, 2, 5, 12]]).min() > 0, "the embedding part is missing from the tied gradient"
+    assert_gradcheck(gradcheck(tied, idx, dout=dlogits, mode="fast", directions=4, seed=1))
+
+
 def test_dtype_float32_end_to_end():
     model = GPTModel(CFG, rng=5).astype(np.float32)
     logits = model.forward(np.array([[1, 2, 3]]))

@@ -2,21 +2,21 @@
 docstrings (shapes, what to cache) and forward/backward bodies that raise NotImplementedError.
 
 `starter(names)` returns the file's text; the classes a component is built from come with it
-(feedforward brings Linear and GELU), in dependency order. Templates: templates/<name>.txt.
+(feedforward brings Linear and GELU), in dependency order. Which components have a starter file
+and what each brings along are the registry's assignment settings (npgpt/registry.py).
+Templates: templates/<name>.txt.
 """
 
 from importlib import resources
 
-ORDER = ("layernorm", "gelu", "linear", "feedforward", "attention", "block", "crossentropy")
-NEEDS = {
-    "feedforward": ("linear", "gelu"),
-    "attention": ("linear",),
-    "block": ("layernorm", "gelu", "linear", "feedforward", "attention"),
-}
+from ..registry import resolve_list, supported
+
+ORDER = tuple(c.name for c in supported("assignment"))  # registry order is dependency order
+NEEDS = {c.name: c.assignment for c in supported("assignment") if c.assignment}
 
 HEADER = '''"""{title}
 
-Implement forward and backward of each class (the derivations are in npgpt's docs/ pages named in
+Implement forward and backward of each class (the derivations: `npgpt docs NAME`, as named in
 the docstrings). Keep the class names, constructor arguments and parameter names: the grader
 builds the classes, loads its own parameter values into them and compares your outputs and
 gradients with its own, in float64 and float32. Rules of the protocol:
@@ -38,16 +38,14 @@ from npgpt import Dropout, Module, Parameter, Sequential  # noqa: F401
 
 
 def resolve(names):
-    """The components to write for `names` (with what they are built from), in ORDER."""
+    """The components to write for `names` (with what they are built from), in ORDER.
+
+    Names are the registry's (class names and aliases too, comma lists, or all); an unknown or
+    unsupported one raises registry.UnknownComponent (a ValueError) listing the valid ones."""
     wanted = set()
-    for name in names:
-        if name == "all":
-            wanted.update(ORDER)
-        elif name in ORDER:
-            wanted.add(name)
-            wanted.update(NEEDS.get(name, ()))
-        else:
-            raise ValueError(f"unknown component {name!r}; choose from {', '.join(ORDER)} or all")
+    for comp in resolve_list(names, "assignment"):
+        wanted.add(comp.name)
+        wanted.update(comp.assignment)
     return [n for n in ORDER if n in wanted]
 
 

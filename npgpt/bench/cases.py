@@ -7,8 +7,9 @@ import time
 
 import numpy as np
 
-from .. import GELU, CrossEntropyLoss, FeedForward, GPTModel, LayerNorm, MultiHeadAttention, TransformerBlock
+from .. import CrossEntropyLoss
 from ..model import GPT_CONFIG_124M
+from ..registry import resolve, supported
 
 QUICK_CFG = {
     "vocab_size": 500,
@@ -30,22 +31,19 @@ def settings(quick=False, drop_rate=0.0):
     return cfg, comp_shape, steps
 
 
-def component_cases(cfg, shape, seed=0):
-    """(label, module, x) for each component at `shape` (B, T, E), in float32."""
+def component_cases(cfg, shape, seed=0, components=None):
+    """(label, module, x) for each of `components` (default: every one the registry's bench
+    settings time as a component) at `shape` (B, T, E), or (B, T, width * E), in float32."""
     rng = np.random.default_rng(seed)
     B, T, E = shape
-    x = rng.standard_normal(shape).astype(np.float32)  # (B, T, E)
-    h = rng.standard_normal((B, T, 4 * E)).astype(np.float32)  # (B, T, 4E)
-    att = MultiHeadAttention(
-        E, E, cfg["context_length"], cfg["drop_rate"], cfg["n_heads"], cfg["qkv_bias"], rng=rng
-    )
-    return [
-        (f"LayerNorm {shape}", LayerNorm(E).astype(np.float32), x),
-        (f"GELU {h.shape}", GELU(), h),
-        (f"FeedForward {shape}", FeedForward(cfg, rng=rng).astype(np.float32), x),
-        (f"MultiHeadAttention {shape}", att.astype(np.float32), x),
-        (f"TransformerBlock {shape}", TransformerBlock(cfg, rng=rng).astype(np.float32), x),
-    ]
+    cases = []
+    for comp in components or supported("bench"):
+        if comp.bench.part != "components":
+            continue
+        x = rng.standard_normal((B, T, comp.bench.width * E)).astype(np.float32)  # (B, T, width E)
+        module = comp.bench.build(cfg, rng).astype(np.float32)
+        cases.append((f"{comp.cls.__name__} {x.shape}", module, x))
+    return cases
 
 
 def fwd_bwd(module, x, dout):
@@ -61,7 +59,7 @@ def fwd_bwd(module, x, dout):
 def build_model(cfg, seed=0):
     """GPTModel in float32 (built in float64, then cast); returns (model, seconds taken)."""
     t0 = time.perf_counter()
-    model = GPTModel(cfg, rng=seed).astype(np.float32)
+    model = resolve("model").bench.build(cfg, seed).astype(np.float32)
     return model, time.perf_counter() - t0
 
 

@@ -30,7 +30,8 @@ def run(
 ):
     """Run the benchmark; returns a dict of Timing objects and figures (see format_report).
 
-    fast: time npgpt's fast path (npgpt.fast.accelerate), else the plain reference code."""
+    fast: time npgpt's fast path (npgpt.fast.accelerate), else the plain reference code.
+    `components` is True, False, or a list of registry Components to time (npgpt/registry.py)."""
     speed = accelerate if fast else (lambda module: module)
     tb = load_twin(torch_twin)
     say = progress or (lambda msg: None)
@@ -50,7 +51,8 @@ def run(
         "steps": [],
     }
     rng = np.random.default_rng(0)
-    for label, module, x in component_cases(cfg, comp_shape) if components else []:
+    chosen = None if components is True else components
+    for label, module, x in component_cases(cfg, comp_shape, components=chosen) if components else []:
         say(f"component {label}")
         dout = rng.standard_normal(module.forward(x).shape).astype(np.float32)
         fns = {"npgpt": fwd_bwd(speed(module), x, dout)}

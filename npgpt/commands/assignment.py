@@ -1,12 +1,15 @@
 """`npgpt assignment NAME [NAME ...] [-o FILE]`: write a starter file for students.
 
-NAME is one of layernorm, gelu, linear, feedforward, attention, block, crossentropy, or all
+NAME is a component the registry (npgpt/registry.py) gives a starter file: layernorm, gelu,
+linear, feedforward, attention, block, crossentropy (or loss), a class name, or all
 (comma-separated lists work too). Classes a component is built from are included. Without -o
 the file goes to stdout.
 """
 
 import os
 import sys
+
+from ..registry import supported
 
 HELP = "write a starter file of classes for students to implement (graded by `npgpt grade`)"
 
@@ -16,7 +19,7 @@ def add_arguments(parser):
         "names",
         nargs="+",
         metavar="NAME",
-        help="layernorm, gelu, linear, feedforward, attention, block, crossentropy or all",
+        help=", ".join(c.name for c in supported("assignment")) + " or all (class names work too)",
     )
     parser.add_argument("-o", "--output", default=None, help="write here instead of stdout")
     parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
@@ -25,7 +28,7 @@ def add_arguments(parser):
 def run(args):
     from ..assignments import starter
 
-    names = [n.strip().lower() for arg in args.names for n in arg.split(",") if n.strip()]
+    names = list(args.names)
     filename = os.path.basename(args.output) if args.output else "submission.py"
     try:
         text = starter(names, filename)

@@ -7,6 +7,7 @@ import json
 import sys
 
 from ..bench.report import format_report, jsonable
+from ..registry import UnknownComponent, resolve_list, supported
 
 HELP = "benchmark components and the training step (float32) against the GEMM floor and PyTorch"
 
@@ -30,7 +31,14 @@ def add_arguments(parser):
     )
     torch.add_argument("--no-torch", action="store_true", help="do not time PyTorch, even when installed")
     parser.add_argument("--no-peak", action="store_true", help="skip the peak-memory subprocesses")
-    parser.add_argument("--only", choices=["components", "steps"], default=None, help="run one part only")
+    parser.add_argument(
+        "--only",
+        default=None,
+        metavar="WHAT",
+        help="run one part only: components, steps, or comma-separated components ("
+        + ", ".join(c.name for c in supported("bench"))
+        + "; model is the training step)",
+    )
     parser.add_argument("--dropout", type=fraction, default=0.0, help="drop_rate of the model (default 0.0)")
     parser.add_argument(
         "--reference",
@@ -40,9 +48,24 @@ def add_arguments(parser):
     parser.add_argument("--json", default=None, metavar="FILE", help="also write the raw timings here")
 
 
+def parts(only):
+    """(components, steps) for run(): True/False or the list of registry Components to time."""
+    if only in (None, "components", "steps"):
+        return only != "steps", only != "components"
+    chosen = resolve_list(only, "bench", allow_all=False)
+    comps = [c for c in chosen if c.bench.part == "components"]
+    return comps or False, any(c.bench.part == "steps" for c in chosen)
+
+
 def run(args):
     from ..bench import default_twin, load_twin
     from ..bench import run as bench_run
+
+    try:
+        components, steps = parts(args.only)
+    except UnknownComponent as e:
+        print(f"npgpt bench: --only: {e}", file=sys.stderr)
+        return 2
 
     twin = None if args.no_torch else args.torch_twin or default_twin()
     try:
@@ -59,8 +82,8 @@ def run(args):
         peak=not args.no_peak,
         drop_rate=args.dropout,
         fast=not args.reference,
-        components=args.only != "steps",
-        steps=args.only != "components",
+        components=components,
+        steps=steps,
         progress=lambda msg: print(f"... {msg}", file=sys.stderr, flush=True),
     )
     print(format_report(res))

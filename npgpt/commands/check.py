@@ -4,54 +4,37 @@ Prints one row per component and tensor with the worst errors and PASS/FAIL; exi
 if anything fails. The cases are small enough that the full run takes a few seconds.
 """
 
+import inspect
+import sys
 import time
 
 import numpy as np
 
+from ..registry import Ids, UnknownComponent, resolve_list, supported
+
 HELP = "check every hand-written backward against finite differences (float64)"
 
 
-def cases(seed):
-    """(label, module, inputs, gradcheck options) for every component, at small sizes."""
-    from .. import (
-        GELU,
-        CrossEntropyLoss,
-        Dropout,
-        Embedding,
-        FeedForward,
-        GPTModel,
-        LayerNorm,
-        Linear,
-        MultiHeadAttention,
-        TransformerBlock,
-    )
+def _inputs(spec, rng):
+    if isinstance(spec, Ids):
+        ids = rng.integers(0, spec.high, spec.shape)
+        for pos in spec.ignored:
+            ids[pos] = -100  # CrossEntropyLoss's ignore_index
+        return ids
+    return spec.scale * rng.standard_normal(spec.shape)
 
+
+def cases(seed, components=None):
+    """(label, module, inputs, gradcheck options) for each case of `components` (default: all),
+    at the small sizes of the registry's check settings (npgpt/registry.py)."""
     rng = np.random.default_rng(seed)
-    cfg = {
-        "vocab_size": 11,
-        "context_length": 6,
-        "emb_dim": 8,
-        "n_heads": 2,
-        "n_layers": 2,
-        "drop_rate": 0.1,
-        "qkv_bias": True,
-    }
-    x = rng.standard_normal((2, 4, 8))  # (B, T, C)
-    yield "LayerNorm", LayerNorm(8), (x,), {}
-    yield "LayerNorm(unbiased)", LayerNorm(8, eps=1e-6, unbiased=True), (x,), {}
-    yield "GELU", GELU(), (3 * rng.standard_normal((2, 4, 8)),), {}
-    yield "Linear", Linear(8, 5, rng=rng), (x,), {}
-    yield "Linear(bias=False)", Linear(8, 5, bias=False, rng=rng), (x,), {}
-    yield "Dropout", Dropout(0.3, rng=rng), (x,), {}
-    yield "Embedding", Embedding(11, 8, rng=rng), (rng.integers(0, 11, (2, 4)),), {}
-    yield "FeedForward", FeedForward(cfg, rng=rng), (x,), {}
-    yield "MultiHeadAttention", MultiHeadAttention(8, 6, 6, 0.1, 3, qkv_bias=True, rng=rng), (x,), {}
-    yield "TransformerBlock", TransformerBlock(cfg, rng=rng), (x,), {}
-    logits = 3 * rng.standard_normal((2, 4, 11))
-    targets = rng.integers(0, 11, (2, 4))
-    targets[0, 1] = -100
-    yield "CrossEntropyLoss", CrossEntropyLoss(), (logits, targets), {}
-    yield "GPTModel", GPTModel(cfg, rng=rng), (rng.integers(0, 11, (2, 5)),), {}
+    for comp in components or supported("check"):
+        for case in comp.check:
+            kwargs = dict(case.kwargs)
+            if "rng" in inspect.signature(comp.cls).parameters:
+                kwargs["rng"] = rng
+            module = comp.cls(*case.args, **kwargs)
+            yield case.label, module, tuple(_inputs(i, rng) for i in case.inputs), {}
 
 
 def add_arguments(parser):
@@ -59,7 +42,12 @@ def add_arguments(parser):
 
     nonneg = at_least(0.0, float)
     parser.add_argument("--seed", type=int, default=0, help="seed for inputs, weights and dout")
-    parser.add_argument("--only", default=None, help="comma-separated component labels to check")
+    parser.add_argument(
+        "--only",
+        default=None,
+        metavar="NAMES",
+        help="comma-separated components to check: " + ", ".join(c.name for c in supported("check")),
+    )
     parser.add_argument("--eps", type=positive_float, default=1e-6, help="finite-difference step")
     parser.add_argument("--atol", type=nonneg, default=1e-6, help="absolute tolerance of each gradient")
     parser.add_argument("--rtol", type=nonneg, default=1e-5, help="relative tolerance of each gradient")
@@ -68,14 +56,16 @@ def add_arguments(parser):
 def run(args):
     from ..gradcheck import gradcheck
 
-    only = {s.strip().lower() for s in args.only.split(",")} if args.only else None
+    try:
+        only = resolve_list(args.only, "check") if args.only is not None else None
+    except UnknownComponent as e:
+        print(f"npgpt check: --only: {e}", file=sys.stderr)
+        return 2
     head = f"{'component':<20} {'tensor':<34} {'shape':<14} {'max abs':>9} {'max rel':>9}  result"
     print(head)
     print("-" * len(head))
     failed, t0 = [], time.perf_counter()
-    for label, module, inputs, opts in cases(args.seed):
-        if only and label.lower() not in only and label.split("(")[0].lower() not in only:
-            continue
+    for label, module, inputs, opts in cases(args.seed, only):
         report = gradcheck(
             module, *inputs, eps=args.eps, atol=args.atol, rtol=args.rtol, seed=args.seed, **opts
         )

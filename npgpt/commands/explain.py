@@ -10,16 +10,15 @@ import sys
 
 import numpy as np
 
+from ..registry import UnknownComponent, resolve, supported
+
 HELP = "print every intermediate of a component's forward and backward, step by step"
 WIDTH = 80
 
 
 def add_arguments(parser):
-    from ..explain import COMPONENTS
-
-    parser.add_argument(
-        "component", choices=COMPONENTS, metavar="COMPONENT", help="one of: " + ", ".join(COMPONENTS)
-    )
+    names = ", ".join(c.name + "".join(f" ({a})" for a in c.aliases) for c in supported("explain"))
+    parser.add_argument("component", metavar="COMPONENT", help=f"one of: {names} (class names work too)")
     parser.add_argument(
         "--input",
         default=None,
@@ -34,7 +33,15 @@ def add_arguments(parser):
         help="the upstream gradient (JSON, the output's shape; a number for loss); "
         "default: drawn from --seed (ones for gelu)",
     )
-    parser.add_argument("--targets", default=None, metavar="JSON", help="loss only: target ids")
+    parser.add_argument(
+        "--targets",
+        default=None,
+        metavar="JSON",
+        help="loss and model: target ids (-100 = ignored, loss only)",
+    )
+    parser.add_argument(
+        "--qkv-bias", action="store_true", help="attention only: W_query, W_key, W_value with biases"
+    )
     parser.add_argument(
         "--unbiased", action="store_true", help="layernorm only: divide the variance by C - 1"
     )
@@ -52,8 +59,11 @@ def _parse(name, text):
 
 
 def _values(v, indent):
+    v = np.asarray(v)
+    if v.dtype.kind == "f":  # rounded as printed, and + 0.0 turns -0.0 into 0.0: no "-0." shown
+        v = np.round(v, 4) + 0.0
     body = np.array2string(
-        np.asarray(v), precision=4, suppress_small=True, max_line_width=WIDTH - indent, floatmode="maxprec"
+        v, precision=4, suppress_small=True, max_line_width=WIDTH - indent, floatmode="maxprec"
     )
     return "\n".join((" " * indent + line).rstrip() for line in body.splitlines())
 
@@ -104,29 +114,47 @@ def render_markdown(e, seed):
 def run(args):
     from ..explain import explain
 
+    try:
+        name = resolve(args.component, "explain").name
+    except UnknownComponent as err:
+        print(f"npgpt explain: {err}", file=sys.stderr)
+        return 2
     options = {}
     if args.unbiased:
-        if args.component != "layernorm":
+        if name != "layernorm":
             print(
                 f"npgpt explain: --unbiased applies to layernorm only, not {args.component}", file=sys.stderr
             )
             return 2
         options["unbiased"] = True
-    if args.targets is not None and args.component != "loss":
-        print(f"npgpt explain: --targets applies to loss only, not {args.component}", file=sys.stderr)
+    if args.targets is not None and name not in ("crossentropy", "model"):
+        print(
+            f"npgpt explain: --targets applies to loss and model only, not {args.component}", file=sys.stderr
+        )
         return 2
+    if args.qkv_bias:
+        if name != "attention":
+            print(
+                f"npgpt explain: --qkv-bias applies to attention only, not {args.component}", file=sys.stderr
+            )
+            return 2
+        options["qkv_bias"] = True
     try:
         if args.targets is not None:
             options["targets"] = _parse("targets", args.targets)
         e = explain(
-            args.component,
+            name,
             x=_parse("input", args.input),
             seed=args.seed,
             dout=_parse("dout", args.dout),
             **options,
         )
     except (ValueError, TypeError, IndexError) as err:
-        print(f"npgpt explain {args.component}: {err}", file=sys.stderr)
+        msg = str(err)  # the explainers' own messages start with "explain <component>:"
+        print(
+            f"npgpt {msg}" if msg.startswith("explain ") else f"npgpt explain {args.component}: {msg}",
+            file=sys.stderr,
+        )
         return 2
     print(render_text(e, args.seed) if args.format == "text" else render_markdown(e, args.seed))
     return 0 if e.passed else 1

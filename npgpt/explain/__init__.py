@@ -1,6 +1,8 @@
-"""Every intermediate of a component's forward and backward, computed step by step from the
-equations of its docs page (docs/<component>.md), in the order a student computes them by hand,
-then compared with the module's own forward and backward.
+"""Every intermediate of a component's forward and backward, computed by hand gate by gate as
+in the tables of its docs page (docs/<component>.md), in the order a student computes them,
+then compared with the reference module: its own caches, output, input gradient and every
+parameter gradient. This walk-through is the one place the math is deliberately computed a
+second time, to check the reference (npgpt/layers/, loss.py, model.py) against.
 
 `explain(component, x=None, seed=0, dout=None, **options)` returns an `Explanation`; the
 `npgpt explain` command prints it. Weights, `dout` and default inputs are drawn from `seed` and
@@ -10,6 +12,7 @@ One file per component, with the stem of its module and its docs page (layernorm
 npgpt/layers/layernorm.py and docs/layernorm.md); steps.py holds what they share.
 """
 
+from ..registry import resolve, supported
 from .attention import explain_attention
 from .block import explain_block
 from .dropout import explain_dropout
@@ -19,27 +22,20 @@ from .gelu import explain_gelu, gelu_parts
 from .layernorm import BOOK_LAYERNORM_INPUT, explain_layernorm
 from .linear import explain_linear
 from .loss import explain_loss
+from .model import explain_model
 from .steps import TOL, Explanation, Step
 
-EXPLAINERS = {
-    "layernorm": explain_layernorm,
-    "gelu": explain_gelu,
-    "linear": explain_linear,
-    "dropout": explain_dropout,
-    "embedding": explain_embedding,
-    "feedforward": explain_feedforward,
-    "attention": explain_attention,
-    "block": explain_block,
-    "loss": explain_loss,
-}
-COMPONENTS = tuple(EXPLAINERS)  # in the order of the docs: the layers, the composites, the loss
+# the registry's explain settings name each component's function here (npgpt/registry.py)
+EXPLAINERS = {c.name: globals()[c.explain] for c in supported("explain")}
+COMPONENTS = tuple(EXPLAINERS)  # in the order of the docs: the layers, the composites, the loss, the model
 
 
 def explain(component, x=None, seed=0, dout=None, **options):
-    """The Explanation of `component` (see COMPONENTS) for input `x` (default: a small example)."""
-    if component not in EXPLAINERS:
-        raise ValueError(f"explain: unknown component {component!r}; choose one of {', '.join(COMPONENTS)}")
-    return EXPLAINERS[component](x=x, seed=seed, dout=dout, **options)
+    """The Explanation of `component` for input `x` (default: a small example).
+
+    `component` is a registry name (see COMPONENTS), a class name or an alias such as "loss";
+    an unknown one raises registry.UnknownComponent (a ValueError) listing the valid names."""
+    return EXPLAINERS[resolve(component, "explain").name](x=x, seed=seed, dout=dout, **options)
 
 
 __all__ = [
@@ -59,5 +55,6 @@ __all__ = [
     "explain_layernorm",
     "explain_linear",
     "explain_loss",
+    "explain_model",
     "gelu_parts",
 ]

@@ -1,4 +1,5 @@
-"""`npgpt explain embedding`: docs/embedding.md, eq. 1-2, step by step."""
+"""`npgpt explain embedding`: docs/embedding.md, gate g1 per position and the scatter-add (eq. 1-2),
+checked against the reference module's output and gradient."""
 
 import numpy as np
 
@@ -24,11 +25,19 @@ def explain_embedding(x=None, seed=0, dout=None, num_embeddings=4, embedding_dim
         Step("out", out, "eq. 1", "weight[idx]: one row per id"),
     ]
     dout = _dout(rng, dout, out.shape, "embedding")
-    dW = onehot.reshape(-1, num_embeddings).T @ dout.reshape(-1, embedding_dim)  # (num, dim)
+    dW = np.zeros_like(W)  # (num, dim)
+    for p, v in enumerate(idx.reshape(-1)):  # g1, position by position: row v gets dout[p]
+        dW[v] += dout.reshape(-1, embedding_dim)[p]
     e.backward = [
         Step("dout", dout, "", f"upstream gradient (seed {seed})"),
-        Step("dweight", dW, "eq. 2", "scatter-add: row v sums dout where idx == v"),
+        Step("dweight", dW, "g1", "scatter-add: row v sums dout where idx == v (eq. 2)"),
     ]
+    e.checks.append(
+        (
+            "eq. 2 = the scatter-add",
+            _diff((onehot.reshape(-1, num_embeddings).T @ dout.reshape(-1, embedding_dim), dW)),
+        )
+    )
     e.checks.append(("npgpt.Embedding.forward", _diff((emb.forward(idx), out))))
     emb.backward(dout)
     e.checks.append(("npgpt.Embedding.backward", _diff((emb.weight.grad, dW))))

@@ -1,5 +1,6 @@
-"""`npgpt explain gelu`: docs/gelu.md, eq. 1-5, step by step; `gelu_parts` serves the
-feed-forward and block explainers too.
+"""`npgpt explain gelu`: docs/gelu.md gate by gate (g1-g3 and back), then the closed form
+(eq. 4-5), checked against the reference module's cache, output and gradient; `gelu_parts`
+serves the feed-forward, block and model explainers too.
 """
 
 import math
@@ -8,40 +9,62 @@ import numpy as np
 
 from .steps import Explanation, Step, _diff, _dout, _floats
 
+C = math.sqrt(2.0 / math.pi)
+
+
+def gelu_gates(x):
+    """The forward gates g1-g3 of docs/gelu.md, by hand (no clipping)."""
+    u = C * (x + 0.044715 * x * x * x)  # g1
+    t = np.tanh(u)  # g2
+    return {"x": x, "u": u, "t": t, "out": 0.5 * x * (1.0 + t)}  # g3
+
+
+def gelu_backward_gates(f, dout):
+    """The backward gates g3-g1 of docs/gelu.md, by hand, in that order."""
+    x, t = f["x"], f["t"]
+    b = {"dout": dout, "dt": dout * 0.5 * x}  # g3
+    dx = dout * 0.5 * (1.0 + t)  # g3, first part
+    b["du"] = b["dt"] * (1.0 - t * t)  # g2
+    b["du_dx"] = C * (1.0 + 3.0 * 0.044715 * x * x)  # g1's local gradient, eq. 4
+    b["dx"] = dx + b["du"] * b["du_dx"]  # g1, second part added
+    return b
+
 
 def gelu_parts(x):
-    """u, t = tanh(u), GELU(x) and its derivative, from docs/gelu.md eqs. 1-5 (no clipping)."""
+    """u, t = tanh(u), GELU(x) and its derivative dgelu (docs/gelu.md eq. 1-5), by hand."""
     x = np.asarray(x, dtype=np.float64)
-    c = math.sqrt(2.0 / math.pi)
-    u = c * (x + 0.044715 * x * x * x)
-    t = np.tanh(u)
-    du_dx = c * (1.0 + 3.0 * 0.044715 * x * x)
-    return u, t, 0.5 * x * (1.0 + t), du_dx, 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du_dx
+    f = gelu_gates(x)
+    return f["u"], f["t"], f["out"], gelu_backward_gates(f, 1.0)["du_dx"], gelu_backward_gates(f, 1.0)["dx"]
 
 
 def explain_gelu(x=None, seed=0, dout=None):
     from ..layers.gelu import GELU
 
     x = _floats("gelu", x, [-1.0, 0.0, 1.0], 0)
-    u, t, out, du_dx, dgelu = gelu_parts(x)
+    f = gelu_gates(x)
     e = Explanation("gelu", "GELU() (tanh approximation)", "docs/gelu.md")
     e.forward = [
         Step("x", x, "", "input"),
-        Step("u", u, "eq. 1", "sqrt(2/pi) * (x + 0.044715 x^3)"),
-        Step("t", t, "eq. 2", "tanh(u)"),
-        Step("out", out, "eq. 3", "0.5 * x * (1 + t)"),
+        Step("u", f["u"], "g1", "sqrt(2/pi) * (x + 0.044715 x^3)"),
+        Step("t", f["t"], "g2", "tanh(u)"),
+        Step("out", f["out"], "g3", "0.5 * x * (1 + t)"),
     ]
     note = "upstream gradient" + (" (ones, so dx shows GELU'(x))" if dout is None else "")
-    dout = np.ones_like(out) if dout is None else _dout(None, dout, out.shape, "gelu")
-    dx = dout * dgelu
+    dout = np.ones_like(x) if dout is None else _dout(None, dout, x.shape, "gelu")
+    b = gelu_backward_gates(f, dout)
+    dgelu = 0.5 * (1.0 + f["t"]) + 0.5 * x * (1.0 - f["t"] * f["t"]) * b["du_dx"]  # eq. 5
     e.backward = [
         Step("dout", dout, "", note),
-        Step("du_dx", du_dx, "eq. 4", "sqrt(2/pi) * (1 + 3 * 0.044715 x^2)"),
-        Step("1 - t^2", 1.0 - t * t, "eq. 5", "d tanh(u) / du"),
+        Step("dt", b["dt"], "g3", "dout * 0.5 x"),
+        Step("du", b["du"], "g2", "dt * (1 - t^2)"),
+        Step("du_dx", b["du_dx"], "g1", "sqrt(2/pi) * (1 + 3 * 0.044715 x^2) (eq. 4)"),
+        Step("dx", b["dx"], "g1", "dout 0.5 (1 + t) + du * du_dx (both parts)"),
         Step("dgelu", dgelu, "eq. 5", "0.5 (1 + t) + 0.5 x (1 - t^2) du_dx"),
-        Step("dx", dx, "eq. 5", "dout * dgelu"),
     ]
+    e.checks.append(("eq. 5 = the gates' dx", _diff((dout * dgelu, b["dx"]))))
     m = GELU()
-    e.checks.append(("npgpt.GELU.forward", _diff((m.forward(x), out))))
-    e.checks.append(("npgpt.GELU.backward", _diff((m.backward(dout), dx))))
+    out = m.forward(x)
+    e.checks.append(("npgpt.GELU cache: t", _diff((m.cache.t, f["t"]))))
+    e.checks.append(("npgpt.GELU.forward", _diff((out, f["out"]))))
+    e.checks.append(("npgpt.GELU.backward", _diff((m.backward(dout), b["dx"]))))
     return e

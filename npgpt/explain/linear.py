@@ -1,4 +1,5 @@
-"""`npgpt explain linear`: docs/linear.md, eq. 1-4, step by step."""
+"""`npgpt explain linear`: docs/linear.md, gate g1 per position and its sum (eq. 1-4), checked
+against the reference module's cache, output and gradients."""
 
 import numpy as np
 
@@ -23,18 +24,22 @@ def explain_linear(x=None, seed=0, dout=None, out_features=2):
     dout = _dout(rng, dout, out.shape, "linear")
     x2 = x.reshape(-1, x.shape[-1])  # (N, in)
     dout2 = dout.reshape(-1, out_features)  # (N, out)
-    dW = sum(np.outer(dout2[i], x2[i]) for i in range(len(x2)))  # one outer product per position
+    outer = np.stack([np.outer(dout2[i], x2[i]) for i in range(len(x2))])  # (N, out, in), g1
+    dW = outer.sum(0)  # (out, in): the sum over positions
     db = dout2.sum(0)  # (out,)
     dx = np.einsum("...o,oi->...i", dout, W)  # (..., in)
     e.backward = [
         Step("dout", dout, "", f"upstream gradient (seed {seed})"),
         Step("x2", x2, "eq. 2", "x with every leading axis flattened: N rows"),
         Step("dout2", dout2, "eq. 2", "dout flattened the same way"),
-        Step("dweight", dW, "eq. 2", "dout2^T x2 = sum over positions of outer(dout, x)"),
+        Step("outer", outer, "g1", "outer(dout2[p], x2[p]), one per position p"),
+        Step("dweight", dW, "eq. 2", "the sum of the outer products = dout2^T x2"),
         Step("dbias", db, "eq. 3", "dout2 summed over positions"),
         Step("dx", dx, "eq. 4", "dout W"),
     ]
+    e.checks.append(("eq. 2 = the sum of the outer products", _diff((dout2.T @ x2, dW))))
     e.checks.append(("npgpt.Linear.forward", _diff((lin.forward(x), out))))
+    e.checks.append(("npgpt.Linear cache: x", _diff((lin.cache, x))))
     dx_m = lin.backward(dout)
     e.checks.append(("npgpt.Linear.backward", _diff((dx_m, dx), (lin.weight.grad, dW), (lin.bias.grad, db))))
     return e

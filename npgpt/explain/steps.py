@@ -55,10 +55,25 @@ def _floats(where, x, default, min_ndim):
     return x
 
 
-def _round_params(module):
+def _round_params(module, rng=None):
+    """Round every parameter to 2 decimals; with `rng`, first give every LayerNorm a scale and
+    shift of its own (not 1 and 0, under which out == xhat and the scale's role never shows)."""
+    from ..layers.layernorm import LayerNorm
+
+    for _, m in module.named_modules() if rng is not None else []:
+        if isinstance(m, LayerNorm):
+            m.scale.data = rng.uniform(0.5, 1.5, m.scale.data.shape).astype(m.scale.data.dtype)
+            m.shift.data = (0.5 * rng.standard_normal(m.shift.data.shape)).astype(m.shift.data.dtype)
     for p in module.parameters():
         p.data = np.round(p.data, 2)
     return module
+
+
+def _keep_mask(att, att_d):
+    """The dropout keep-mask the module drew, read off its cached weights before and after
+    dropout (an input to the hand steps, like x): kept where att_d != 0; where att is 0 (the
+    masked future) the mask does not matter and is shown as 1."""
+    return (att_d != 0) | (att == 0)
 
 
 def _diff(*pairs):

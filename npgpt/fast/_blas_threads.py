@@ -19,7 +19,7 @@ down at interpreter exit (atexit) and whenever the count changes.
 
 OpenBLAS's own idle threads do spin, about 0.1 s after each product, and would take the core
 a blockwise pass hands out. The `npgpt` command sets OPENBLAS_THREAD_TIMEOUT=16 before NumPy
-loads (npgpt/_launch.py); a library user can set it in their environment.
+loads (npgpt/cli.py); a library user can set it in their environment.
 """
 
 import atexit

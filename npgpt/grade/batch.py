@@ -2,14 +2,17 @@
 
 Submissions are the folder's *.py files and, for a folder per student, each subfolder's
 submission.py (or its only .py file). Each is graded by a separate `npgpt grade` process (so the
-sandbox's preexec_fn never runs in a threaded process); --jobs of them at a time. Written to
---results (default <folder>_results/): <name>.json and <name>.txt per submission and grades.csv
-with one row per submission and one column per test.
+sandbox's preexec_fn never runs in a threaded process), in a session of its own, with a deadline
+of its own; --jobs of them at a time. Written to --results (default <folder>_results/):
+<name>.json and <name>.txt per submission and grades.csv with one row per submission and one
+column per test, rewritten after each submission so a run cut short still leaves the grades so
+far. In the sandboxed modes a submission cannot see, signal or stop this process or its graders.
 """
 
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -55,15 +58,36 @@ def _grade_one(name, path, out, args, only):
         ("--only", only and ",".join(only)),
         ("--seed", args.seed),
         ("--rubric", args.rubric),
+        ("--sandbox", getattr(args, "sandbox", "auto")),
     ):
         if value is not None:
             cmd += [flag, str(value)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if getattr(args, "require_sandbox", False):
+        cmd.append("--require-sandbox")
+    n = len(only) if only else 7
+    deadline = 60 + n * (args.timeout + 15)  # every component timing out, and then some
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=deadline)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        stdout, stderr = proc.communicate()
+        stderr = f"the grader of this submission did not finish within {deadline:g} s and was stopped"
     try:
         with open(os.path.join(out, f"{name}.json")) as f:
             return name, json.load(f), ""
     except (OSError, ValueError):
-        return name, None, (proc.stderr or proc.stdout).strip()[-500:]
+        return name, None, " ".join((stderr or stdout or "the grader left no results").split())[-500:]
 
 
 def grade_folder(args, only):
@@ -75,6 +99,7 @@ def grade_folder(args, only):
         print(f"npgpt grade: no submissions (*.py, or folders with one) in {folder}", file=sys.stderr)
         return 2
     rows, columns = [], []
+    path = os.path.join(out, "grades.csv")
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(_grade_one, name, path, out, args, only) for name, path in subs]
         for i, fut in enumerate(futures, 1):
@@ -88,12 +113,17 @@ def grade_folder(args, only):
                         if t["name"] not in columns:
                             columns.append(t["name"])
             rows.append(row)
+            _write_csv(path, rows, columns)
             shown = f"{row['score']:g}/{row['max_score']:g}" if data else "grading failed"
             print(f"[{i}/{len(subs)}] {name}: {shown}", file=sys.stderr, flush=True)
-    path = os.path.join(out, "grades.csv")
-    with open(path, "w", newline="") as f:
+    print(f"graded {len(rows)} submissions -> {path}")
+    return 0
+
+
+def _write_csv(path, rows, columns):
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", newline="") as f:
         writer = csv.DictWriter(f, ["submission", "score", "max_score"] + columns + ["error"], restval="")
         writer.writeheader()
         writer.writerows(rows)
-    print(f"graded {len(rows)} submissions -> {path}")
-    return 0
+    os.replace(tmp, path)

@@ -1,29 +1,21 @@
 """What the grader asks of each component: how to build it, its inputs, and the reference answers.
 
-A `Spec` names the class (and the CS231n-style function pair) a submission may define and makes
-the cases from the run's seed: "main" (graded against the reference, float64), "float32" (dtype
-and shape preserved) and the hidden edge cases. Reference answers are computed here, in the
-grader's own process, with npgpt's classes; the submission never sees them.
+A `Spec` names the class (and the CS231n-style function pair) a submission may define, as the
+registry's grade settings give it (npgpt/registry.py); `make_cases` makes the cases from the
+run's seed: "main" (graded against the reference, float64), "float32" (dtype and shape
+preserved) and the hidden edge cases. Reference answers are computed here, in the
+grader's own process, with the reference classes; the submission never sees them.
 """
 
+import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
 
-import npgpt
+from ..registry import resolve, supported
 
 K_DIRECTIONS = 3  # random directions per tensor for the finite-difference check
 FD_EPS = 1e-5
-
-CFG = {
-    "vocab_size": 11,
-    "context_length": 5,
-    "emb_dim": 8,
-    "n_heads": 2,
-    "n_layers": 1,
-    "drop_rate": 0.0,
-    "qkv_bias": False,
-}
 
 
 @dataclass
@@ -39,174 +31,33 @@ class Case:
     directions: dict = field(default_factory=dict)  # tensor name -> (K, *shape), main case only
 
 
-@dataclass
 class Spec:
-    key: str  # the name used by --only and `npgpt assignment`
-    cls: str  # the class a submission defines
-    fwd: str  # or this CS231n-style function pair
-    bwd: str
-    ctor: list  # positional constructor arguments (JSON)
-    fn_extra: list  # trailing arguments of the forward function
-    fn_grads: list  # the names the backward function returns its gradients under
-    doc: str  # the docs page with the derivation
-    make_inputs: object  # (rng) -> {case name: inputs}; "main" first
-    dict_params: bool = False  # function form takes/returns parameters as a dict (block)
+    """What the grader asks of one component: the registry's grade settings (fwd, bwd, ctor,
+    fn_extra, fn_grads, make_inputs, dict_params; see registry.Grade) with the component's
+    name (`key`, as --only and `npgpt assignment` take it), class name (`cls`, the class a
+    submission defines) and docs page (`doc`)."""
+
+    def __init__(self, comp):
+        self.key, self.cls, self.doc = comp.name, comp.cls.__name__, comp.doc
+        self.__dict__.update(vars(comp.grade))
 
 
-def _ln_inputs(rng):
-    x = rng.standard_normal((2, 3, 8))  # (B, T, C)
-    return {
-        "main": [x],
-        "large offset": [x[:1] + 1e6],
-        "single row": [rng.standard_normal((1, 8))],
-        "T == 1": [rng.standard_normal((2, 1, 8))],
-    }
+SPECS = {comp.name: Spec(comp) for comp in supported("grade")}  # in registry order
 
 
-def _gelu_inputs(rng):
-    return {
-        "main": [2.5 * rng.standard_normal((2, 3, 8))],
-        "large inputs": [np.array([[-40.0, -12.0, -5.0, 0.0, 5.0, 12.0, 40.0]])],
-        "single row": [rng.standard_normal((1, 5))],
-        "T == 1": [rng.standard_normal((2, 1, 8))],
-    }
+def reference_module(spec, rng=None, cls=None, **changes):
+    """The reference class (npgpt/layers/, npgpt/loss.py), or its subclass `cls` (a mistake of
+    variants.py), built with the spec's constructor arguments; `changes` are keywords on top."""
+    cls = cls or resolve(spec.key).cls
+    if "rng" in inspect.signature(cls).parameters:
+        changes["rng"] = rng
+    return cls(*spec.ctor, **changes)
 
 
-def _linear_inputs(rng):
-    return {
-        "main": [rng.standard_normal((2, 3, 6))],
-        "single row": [rng.standard_normal((1, 6))],
-        "T == 1": [rng.standard_normal((2, 1, 6))],
-        "large offset": [rng.standard_normal((2, 6)) + 1e3],
-    }
+def run_module(m, inputs, dout=None):
+    """{"out", "dx", "grad/<name>"} of module `m` on `inputs` then `dout`, in float64.
 
-
-def _ff_inputs(rng):
-    return {
-        "main": [rng.standard_normal((2, 3, 8))],
-        "single row": [rng.standard_normal((1, 8))],
-        "T == 1": [rng.standard_normal((2, 1, 8))],
-    }
-
-
-def _attn_inputs(rng):
-    return {
-        "main": [rng.standard_normal((2, 5, 6))],
-        "T == 1": [rng.standard_normal((2, 1, 6))],
-        "single sequence": [rng.standard_normal((1, 4, 6))],
-        "large scores": [100.0 * rng.standard_normal((1, 5, 6))],
-    }
-
-
-def _block_inputs(rng):
-    return {
-        "main": [rng.standard_normal((2, 5, 8))],
-        "T == 1": [rng.standard_normal((2, 1, 8))],
-        "single sequence": [rng.standard_normal((1, 3, 8))],
-    }
-
-
-def _ce_inputs(rng):
-    def targets(shape, V):
-        return rng.integers(0, V, shape)
-
-    t3 = targets((2, 3), 7)
-    t3[0, 1] = t3[1, 2] = -100  # ignored positions
-    return {
-        "main": [3.0 * rng.standard_normal((6, 7)), targets((6,), 7)],
-        "large logits": [rng.standard_normal((4, 7)) + 1e3, targets((4,), 7)],
-        "single row": [rng.standard_normal((1, 7)), targets((1,), 7)],
-        "(B, T, V) with ignore_index": [rng.standard_normal((2, 3, 7)), t3],
-    }
-
-
-SPECS = {
-    "layernorm": Spec(
-        "layernorm",
-        "LayerNorm",
-        "layernorm_forward",
-        "layernorm_backward",
-        [8],
-        [{"eps": 1e-5}],
-        ["dgamma", "dbeta"],
-        "docs/layernorm.md",
-        _ln_inputs,
-    ),
-    "gelu": Spec("gelu", "GELU", "gelu_forward", "gelu_backward", [], [], [], "docs/gelu.md", _gelu_inputs),
-    "linear": Spec(
-        "linear",
-        "Linear",
-        "linear_forward",
-        "linear_backward",
-        [6, 4],
-        [],
-        ["dw", "db"],
-        "docs/linear.md",
-        _linear_inputs,
-    ),
-    "feedforward": Spec(
-        "feedforward",
-        "FeedForward",
-        "feedforward_forward",
-        "feedforward_backward",
-        [CFG],
-        [],
-        ["dw1", "db1", "dw2", "db2"],
-        "docs/feedforward.md",
-        _ff_inputs,
-    ),
-    "attention": Spec(
-        "attention",
-        "MultiHeadAttention",
-        "attention_forward",
-        "attention_backward",
-        [6, 8, 5, 0.0, 2],
-        [2],
-        ["dw_query", "dw_key", "dw_value", "dw_out", "db_out"],
-        "docs/attention.md",
-        _attn_inputs,
-    ),
-    "block": Spec(
-        "block",
-        "TransformerBlock",
-        "transformer_block_forward",
-        "transformer_block_backward",
-        [CFG],
-        [CFG["n_heads"]],
-        [],
-        "docs/block.md",
-        _block_inputs,
-        dict_params=True,
-    ),
-    "crossentropy": Spec(
-        "crossentropy",
-        "CrossEntropyLoss",
-        "cross_entropy_forward",
-        "cross_entropy_backward",
-        [],
-        [-100],
-        [],
-        "docs/loss.md",
-        _ce_inputs,
-    ),
-}
-
-
-def reference_module(spec, rng=None):
-    """npgpt's own class, built with the spec's constructor arguments."""
-    cls = getattr(npgpt, spec.cls)
-    if spec.key in ("linear", "feedforward", "attention", "block"):
-        return cls(*spec.ctor, rng=rng)
-    return cls(*spec.ctor)
-
-
-def reference_run(spec, params, inputs, dout=None):
-    """Expected answers in float64: "out", "dx" and "grad/<name>" for every parameter.
-
-    dout=None runs the forward only and returns {"out": ...}.
-    """
-    m = reference_module(spec)
-    m.load_state_dict({**m.state_dict(), **params})
+    dout=None runs the forward only and returns {"out": ...}."""
     ins = [np.asarray(a, np.float64) if np.asarray(a).dtype.kind == "f" else a for a in inputs]
     out = m.forward(*ins)
     if dout is None:
@@ -215,6 +66,14 @@ def reference_run(spec, params, inputs, dout=None):
     exp = {"out": np.asarray(out, np.float64), "dx": np.asarray(dx, np.float64)}
     exp.update({f"grad/{n}": p.grad.copy() for n, p in m.named_parameters()})
     return exp
+
+
+def reference_run(spec, params, inputs, dout=None):
+    """Expected answers in float64 from the reference: "out", "dx" and "grad/<name>" for every
+    parameter (dout=None: the forward only, {"out": ...})."""
+    m = reference_module(spec)
+    m.load_state_dict({**m.state_dict(), **params})
+    return run_module(m, inputs, dout)
 
 
 def make_cases(spec, seed):

@@ -8,13 +8,19 @@ after_published, visible).
 
 import json
 
+from ..commands.docs import component_name
 from .rubric import Rubric
 
 STUDENT_OUTPUT = 2000  # characters of a component's captured stdout/stderr shown per component
 
 
 def _fmt(x):
-    return f"{x:.4g}"
+    return f"{x:.10g}"
+
+
+def _total(tests, attr):
+    """The exact sum of rounded scores (whole numbers of 1e-4), as a float."""
+    return sum(round(getattr(t, attr) * 10_000) for t in tests) / 10_000
 
 
 def _test_text(t, problem=""):
@@ -43,20 +49,43 @@ def thresholds_line(rubric):
     )
 
 
+def sandbox_line(result):
+    """How the submission was isolated; a run that was not starts with "WARNING"."""
+    box = result.sandbox
+    if box is None:
+        return "sandbox: none (nothing was run)"
+    if not box.isolated:
+        return f"WARNING: this run is NOT ISOLATED (sandbox mode {box.mode}): {box.detail}"
+    return f"sandbox: {box.mode}: {box.detail}; memory cap: {box.memory}"
+
+
+def sandbox_json(result):
+    box = result.sandbox
+    if box is None:
+        return {"mode": "none", "isolated": False, "detail": "nothing was run", "memory": ""}
+    return {"mode": box.mode, "isolated": box.isolated, "detail": box.detail, "memory": box.memory}
+
+
 def to_text(result, rubric=None):
     rubric = rubric or Rubric.load()
-    lines = [f"npgpt grade: {result.submission}  (seed {result.seed})", thresholds_line(rubric), ""]
+    first = sandbox_line(result)
+    lines = [first] if first.startswith("WARNING") else []
+    lines += [f"npgpt grade: {result.submission}  (seed {result.seed})", thresholds_line(rubric)]
+    lines += ([] if first.startswith("WARNING") else [first]) + [""]
     lines += [f"note: {n}" for n in result.notes]
     for c in result.components:
-        got, total = sum(t.score for t in c.tests), sum(t.max_score for t in c.tests)
         form = {"class": f"class {c.cls}", "function": "CS231n-style functions", "missing": "not defined"}[
             c.form
         ]
-        lines.append(f"== {c.cls} ({form}): {_fmt(round(got, 6))}/{_fmt(total)}")
+        lines.append(
+            f"== {c.cls} ({form}): {_fmt(_total(c.tests, 'score'))}/{_fmt(_total(c.tests, 'max_score'))}"
+        )
         if c.problem:
             lines.append(f"  problem: {c.problem}")
         for t in c.tests:
             lines += ["  " + line for line in _test_text(t, c.problem)]
+        if got < total:
+            lines.append(f"  derivation: npgpt docs {component_name(c.cls)}")
         lines += _captured(c)
         lines.append("")
     lines.append(f"total: {_fmt(result.score)}/{_fmt(result.max_score)}  ({result.execution_time:.1f} s)")
@@ -69,7 +98,8 @@ def _test_output(t):
 
 def to_gradescope(result, rubric=None):
     rubric = rubric or Rubric.load()
-    summary = [f"seed {result.seed}; {thresholds_line(rubric)}"] + [f"note: {n}" for n in result.notes]
+    summary = [sandbox_line(result), f"seed {result.seed}; {thresholds_line(rubric)}"]
+    summary += [f"note: {n}" for n in result.notes]
     for c in result.components:
         if c.problem:
             summary.append(f"{c.cls}: {c.problem}")
@@ -77,8 +107,8 @@ def to_gradescope(result, rubric=None):
     tests = [
         {
             "name": t.name,
-            "score": round(t.score, 6),
-            "max_score": round(t.max_score, 6),
+            "score": t.score,
+            "max_score": t.max_score,
             "status": "passed" if t.passed else "failed",
             "output": _test_output(t),
             "visibility": t.visibility,
@@ -90,6 +120,7 @@ def to_gradescope(result, rubric=None):
         "execution_time": round(result.execution_time, 3),
         "output": "\n".join(summary),
         "tests": tests,
+        "extra_data": {"sandbox": sandbox_json(result)},
     }
 
 
@@ -100,6 +131,7 @@ def to_json(result, rubric=None):
         "score": result.score,
         "max_score": result.max_score,
         "execution_time": round(result.execution_time, 3),
+        "sandbox": sandbox_json(result),
         "notes": result.notes,
         "components": [
             {

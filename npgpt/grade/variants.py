@@ -1,4 +1,12 @@
-"""Known mistakes, computed: what each component returns when one classic error is made.
+"""Known mistakes, computed from the reference: what each component returns when one classic
+error is made.
+
+A mistake is the reference class (npgpt/layers/, npgpt/loss.py) with one step changed: a
+subclass overriding one of the steps the reference keeps as a method for this (`LayerNorm.rstd`,
+`GELU.du_dx`, `MultiHeadAttention.softmax_backward`, ...), or the reference built with another
+argument (`unbiased=True`) or other parameter values (`scale` = 1), so its eps and every other
+setting are the module's own. The one exception is a GELU curve other than the tanh one (exact
+erf, sigmoid), a different function, written out here.
 
 `variants(key, tensor, case, params)` yields (description, thunk) pairs; the thunk computes the
 mistaken answer for that case in float64, here in the grader's process. diagnose.py names a
@@ -10,176 +18,220 @@ import math
 import numpy as np
 
 from ..gradcheck import numerical_gradient
+from ..layers import GELU, LayerNorm, MultiHeadAttention
+from ..layers.gelu import SQRT_2_OVER_PI
+from .components import SPECS, reference_module, run_module
 
-S2PI = math.sqrt(2.0 / math.pi)
 _erf = np.vectorize(math.erf)
 
 
-def _ln(x, scale, shift, n=None, eps_outside=False, eps=1e-5):
-    xmu = x - x.mean(-1, keepdims=True)  # (..., C)
-    var = (xmu * xmu).sum(-1, keepdims=True) / (n or x.shape[-1])  # (..., 1)
-    std = np.sqrt(var) + eps if eps_outside else np.sqrt(var + eps)  # (..., 1)
-    return xmu / std * scale + shift
+def reference(key, params, cls=None, **changes):
+    """The reference module of `key` (or its subclass `cls`) with the grader's parameter values
+    `params`; `changes` are constructor keywords that differ from the grader's."""
+    m = reference_module(SPECS[key], cls=cls, **changes)
+    m.load_state_dict({**m.state_dict(), **params})
+    return m
+
+
+def answers(module, case, backward=True):
+    """{"out", "dx", "grad/<name>"} of `module` on the case's inputs and dout, in float64
+    (backward=False: {"out"} only)."""
+    return run_module(module, case.inputs, case.dout if backward else None)
+
+
+# ---- LayerNorm ---------------------------------------------------------------------------------
+class _EpsOutsideTheRoot(LayerNorm):
+    def rstd(self, var):
+        return 1.0 / (np.sqrt(var) + self.eps)  # the mistake: 1 / (sqrt(var) + eps)
 
 
 def _layernorm(tensor, case, P):
-    x, dout, scale, shift = case.inputs[0], case.dout, P["scale"], P["shift"]
+    x, dout = case.inputs[0], case.dout
     C = x.shape[-1]
     if tensor == "out":
         yield (
             "the unbiased variance (divided by C - 1; LayerNorm divides by C)",
-            lambda: _ln(x, scale, shift, C - 1),
+            lambda: answers(reference("layernorm", P, unbiased=True), case, False)["out"],
         )
         yield (
             "eps added outside the square root (use 1/sqrt(var + eps))",
-            lambda: _ln(x, scale, shift, eps_outside=True),
+            lambda: answers(reference("layernorm", P, _EpsOutsideTheRoot), case, False)["out"],
         )
-        yield "no scale and shift applied", lambda: _ln(x, 1.0, 0.0)
+        yield "no scale and shift applied", lambda: answers(reference("layernorm", {}), case, False)["out"]
         return
-    xmu = x - x.mean(-1, keepdims=True)
-    rstd = 1.0 / np.sqrt((xmu * xmu).mean(-1, keepdims=True) + 1e-5)
-    xhat = xmu * rstd
     if tensor == "dx":
         # a missing mean or variance term is found from the residual's shape (diagnose.py)
+        unit_scale = {**P, "scale": np.ones_like(P["scale"])}
         yield (
             "the gradient with dout not multiplied by scale",
-            lambda: (
-                rstd * (dout - dout.mean(-1, keepdims=True) - xhat * (dout * xhat).mean(-1, keepdims=True))
-            ),
+            lambda: answers(reference("layernorm", unit_scale), case)["dx"],
         )
-        for desc, kw in (
-            ("of the unbiased-variance LayerNorm (divide by C, not C - 1)", {"n": C - 1}),
-            ("of a LayerNorm with eps outside the square root", {"eps_outside": True}),
-        ):
-            yield (
-                f"the gradient {desc}",
-                lambda kw=kw: numerical_gradient(lambda z: _ln(z, scale, shift, **kw), x.copy(), dout),
-            )
+        yield (
+            "the gradient of the unbiased-variance LayerNorm (divide by C, not C - 1)",
+            lambda: answers(reference("layernorm", P, unbiased=True), case)["dx"],
+        )
+        eps_outside = reference("layernorm", P, _EpsOutsideTheRoot)
+        yield (
+            "the gradient of a LayerNorm with eps outside the square root",
+            lambda: numerical_gradient(eps_outside.forward, x.copy(), dout),
+        )
     elif tensor == "grad/scale":
         yield "sum(dout * x) (use the normalized xhat, not x)", lambda: (dout * x).reshape(-1, C).sum(0)
-        yield "sum(dout) (the xhat factor is missing)", lambda: dout.reshape(-1, C).sum(0)
+        yield (
+            "sum(dout) (the xhat factor is missing)",
+            lambda: answers(reference("layernorm", P), case)["grad/shift"],
+        )
 
 
-def gelu_forms(x):
-    """(name -> forward, name -> derivative) of the tanh GELU and its classic misreadings."""
-    u = S2PI * (x + 0.044715 * x * x * x)
-    t = np.tanh(u)
-    du = S2PI * (1.0 + 3.0 * 0.044715 * x * x)
-    phi = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
-    fwd = {
-        "exact erf GELU (the assignment uses the tanh approximation)": 0.5
-        * x
-        * (1.0 + _erf(x / math.sqrt(2.0))),
-        "GELU without the 0.044715 x^3 term": 0.5 * x * (1.0 + np.tanh(S2PI * x)),
-        "sigmoid GELU x * sigmoid(1.702 x)": x / (1.0 + np.exp(-1.702 * x)),
-    }
-    grad = {
-        "the derivative missing the 1 - tanh^2 factor (d tanh(u)/du = 1 - tanh(u)^2)": 0.5 * (1.0 + t)
-        + 0.5 * x * du,
-        "the derivative missing the cubic term's derivative (du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2))": 0.5
-        * (1.0 + t)
-        + 0.5 * x * (1.0 - t * t) * S2PI,
-        "the exact-erf GELU derivative Phi(x) + x phi(x) instead of the tanh form's": 0.5
-        * (1.0 + _erf(x / math.sqrt(2.0)))
-        + x * phi,
-        "the derivative missing the product rule's 0.5 (1 + tanh(u)) term": 0.5 * x * (1.0 - t * t) * du,
-    }
-    return fwd, grad
+# ---- GELU --------------------------------------------------------------------------------------
+class _ErfGELU(GELU):
+    def forward(self, x):  # not the tanh form: 0.5 x (1 + erf(x / sqrt(2)))
+        self.cache = None
+        return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+class _SigmoidGELU(GELU):
+    def forward(self, x):  # not the tanh form: x sigmoid(1.702 x)
+        self.cache = None
+        return x / (1.0 + np.exp(-1.702 * x))
+
+
+class _NoCubicTerm(GELU):
+    def u(self, x):  # the mistake: u = sqrt(2/pi) x, the 0.044715 x^3 term dropped
+        return SQRT_2_OVER_PI * x
+
+
+class _NoTanhDerivative(GELU):
+    def local_grad(self, x, t):  # the mistake: d tanh(u)/du taken as 1
+        return 0.5 * (1.0 + t) + 0.5 * x * self.du_dx(x)
+
+
+class _NoCubicDerivative(GELU):
+    def du_dx(self, x):  # the mistake: du/dx = sqrt(2/pi), the 3 * 0.044715 x^2 dropped
+        return SQRT_2_OVER_PI + 0.0 * x
+
+
+class _ErfDerivative(GELU):
+    def local_grad(self, x, t):  # the mistake: Phi(x) + x phi(x), the exact GELU's derivative
+        phi = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+        return 0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * phi
+
+
+class _NoFirstTerm(GELU):
+    def local_grad(self, x, t):  # the mistake: the product rule's 0.5 (1 + t) term dropped
+        return super().local_grad(x, t) - 0.5 * (1.0 + t)
+
+
+GELU_FORWARDS = {
+    "exact erf GELU (the assignment uses the tanh approximation)": _ErfGELU,
+    "GELU without the 0.044715 x^3 term": _NoCubicTerm,
+    "sigmoid GELU x * sigmoid(1.702 x)": _SigmoidGELU,
+}
+GELU_BACKWARDS = {
+    "the derivative missing the 1 - tanh^2 factor (d tanh(u)/du = 1 - tanh(u)^2)": _NoTanhDerivative,
+    "the derivative missing the cubic term's derivative (du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2))": (
+        _NoCubicDerivative
+    ),
+    "the exact-erf GELU derivative Phi(x) + x phi(x) instead of the tanh form's": _ErfDerivative,
+    "the derivative missing the product rule's 0.5 (1 + tanh(u)) term": _NoFirstTerm,
+}
 
 
 def _gelu(tensor, case, P):
-    x, dout = case.inputs[0], case.dout
-    fwd, grad = gelu_forms(x)
     if tensor == "out":
-        for desc, v in fwd.items():
-            yield desc, lambda v=v: v
+        for desc, cls in GELU_FORWARDS.items():
+            yield desc, lambda cls=cls: answers(reference("gelu", P, cls), case, False)["out"]
     elif tensor == "dx":
-        for desc, g in grad.items():
-            yield desc, lambda g=g: dout * g
-        t = np.tanh(S2PI * (x + 0.044715 * x * x * x))
-        exact = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * S2PI * (1.0 + 3.0 * 0.044715 * x * x)
-        yield "the local derivative not multiplied by dout", lambda: exact + 0.0 * dout
+        for desc, cls in GELU_BACKWARDS.items():
+            yield desc, lambda cls=cls: answers(reference("gelu", P, cls), case)["dx"]
+        ones = case.__class__(case.name, case.inputs, np.ones_like(case.dout))
+        yield (
+            "the local derivative not multiplied by dout",
+            lambda: answers(reference("gelu", P), ones)["dx"],
+        )
 
 
-def attention(
-    x, P, nh, dout, scale_fwd=True, scale_bwd=True, elementwise=False, mask_fwd=True, mask_bwd=True
-):
-    """Causal attention forward and backward in float64 with switchable mistakes; returns a dict."""
-    Wq, Wk, Wv, Wo, bo = (
-        P[k] for k in ("W_query.weight", "W_key.weight", "W_value.weight", "out_proj.weight", "out_proj.bias")
-    )
-    B, T, _ = x.shape
-    d = Wq.shape[0]
-    hs = d // nh
-    split = lambda t: t.reshape(B, T, nh, hs).transpose(0, 2, 1, 3)  # noqa: E731  (B, nh, T, hs)
-    merge = lambda t: t.transpose(0, 2, 1, 3).reshape(B, T, d)  # noqa: E731  (B, T, d)
-    q, k, v = split(x @ Wq.T), split(x @ Wk.T), split(x @ Wv.T)
-    raw = q @ k.swapaxes(-1, -2) * (1.0 / math.sqrt(hs) if scale_fwd else 1.0)  # (B, nh, T, T)
-    future = np.triu(np.ones((T, T), bool), 1)
+# ---- FeedForward: its GELU swapped for a mistaken one --------------------------------------------
+def _feedforward_with(P, gelu_cls):
+    ff = reference("feedforward", P)
+    ff.layers[1].__class__ = gelu_cls  # the GELU has no parameters: only its class changes
+    return ff
 
-    def softmax(s, masked):
-        s = np.where(future, -np.inf, s) if masked else s
-        e = np.exp(s - s.max(-1, keepdims=True))
-        return e / e.sum(-1, keepdims=True)
 
-    att = softmax(raw, mask_fwd)  # (B, nh, T, T)
-    y = merge(att @ v)  # (B, T, d)
-    res = {"out": y @ Wo.T + bo}
-    dout2 = dout.reshape(-1, d)
-    res["grad/out_proj.weight"], res["grad/out_proj.bias"] = dout2.T @ y.reshape(-1, d), dout2.sum(0)
-    dctx = split(dout @ Wo)
-    datt, dv = dctx @ v.swapaxes(-1, -2), att.swapaxes(-1, -2) @ dctx
-    a = att if mask_bwd == mask_fwd else softmax(raw, mask_bwd)
-    ds = datt * a * (1.0 - a) if elementwise else a * (datt - (datt * a).sum(-1, keepdims=True))
-    ds = ds * (1.0 / math.sqrt(hs) if scale_bwd else 1.0)
-    dq, dk = merge(ds @ k), merge(ds.swapaxes(-1, -2) @ q)
-    x2 = x.reshape(-1, x.shape[-1])
-    res["dx"] = dq @ Wq + dk @ Wk + merge(dv) @ Wv
-    for name, g in (("W_query", dq), ("W_key", dk), ("W_value", merge(dv))):
-        res[f"grad/{name}.weight"] = g.reshape(-1, d).T @ x2
-    return res
+def _feedforward(tensor, case, P):
+    if tensor == "out":
+        for desc, cls in GELU_FORWARDS.items():
+            yield (
+                f"a FeedForward using the {desc}",
+                lambda cls=cls: answers(_feedforward_with(P, cls), case, False)["out"],
+            )
+    elif tensor in ("dx", "grad/layers.0.weight", "grad/layers.0.bias"):
+        for desc, cls in GELU_BACKWARDS.items():
+            yield (
+                f"a FeedForward whose GELU uses {desc}",
+                lambda cls=cls: answers(_feedforward_with(P, cls), case)[tensor],
+            )
+
+
+# ---- MultiHeadAttention ------------------------------------------------------------------------
+class _NoScaleForward(MultiHeadAttention):
+    def scores(self, q, k):  # the mistake: q k^T, not divided by sqrt(hs)
+        return super().scores(q, k) * math.sqrt(self.head_dim)
+
+
+class _NoScaleBackward(MultiHeadAttention):
+    def scores_backward(self, dscores, q, k):  # the mistake: the 1/sqrt(hs) factor dropped
+        return super().scores_backward(dscores * math.sqrt(self.head_dim), q, k)
+
+
+class _NoScale(_NoScaleForward, _NoScaleBackward):
+    pass
+
+
+class _ElementwiseSoftmax(MultiHeadAttention):
+    def softmax_backward(self, datt, att):  # the mistake: the Jacobian's diagonal only
+        return datt * att * (1.0 - att)
+
+
+class _UnmaskedSoftmaxBackward(MultiHeadAttention):
+    def scores(self, q, k):
+        self.unmasked = super().scores(q, k)  # kept for the mistaken backward
+        return self.unmasked
+
+    def softmax_backward(self, datt, att):  # the mistake: softmax of the scores before the mask
+        return super().softmax_backward(datt, self.softmax(self.unmasked))
+
+
+def _unmasked(P):
+    m = reference("attention", P)
+    m.register_buffer("mask", np.zeros_like(m.mask))  # the mistake: no position is masked
+    return m
 
 
 def _attention(tensor, case, P):
-    x, dout = case.inputs[0], case.dout
     runs = {
-        "the causal mask not applied in forward": {"mask_fwd": False, "mask_bwd": False},
-        "scores not scaled by 1/sqrt(head_dim)": {"scale_fwd": False, "scale_bwd": False},
+        "the causal mask not applied in forward": lambda: _unmasked(P),
+        "scores not scaled by 1/sqrt(head_dim)": lambda: reference("attention", P, _NoScale),
     }
     if tensor != "out":
         runs.update(
             {
-                "softmax treated as elementwise in backward (att * (1 - att) instead of the Jacobian)": {
-                    "elementwise": True
-                },
-                "the 1/sqrt(head_dim) scaling missing in backward": {"scale_bwd": False},
-                "the mask ignored in backward (softmax of the unmasked scores)": {"mask_bwd": False},
+                "softmax treated as elementwise in backward (att * (1 - att) instead of the Jacobian)": (
+                    lambda: reference("attention", P, _ElementwiseSoftmax)
+                ),
+                "the 1/sqrt(head_dim) scaling missing in backward": (
+                    lambda: reference("attention", P, _NoScaleBackward)
+                ),
+                "the mask ignored in backward (softmax of the unmasked scores)": (
+                    lambda: reference("attention", P, _UnmaskedSoftmaxBackward)
+                ),
             }
         )
-    for desc, kw in runs.items():
-        yield desc, lambda kw=kw: attention(x, P, 2, dout, **kw)[tensor]
+    for desc, build in runs.items():
+        yield desc, lambda build=build: answers(build(), case, tensor != "out")[tensor]
 
 
-def _feedforward(tensor, case, P):
-    x, dout = case.inputs[0], case.dout
-    W1, b1, W2, b2 = (P[k] for k in ("layers.0.weight", "layers.0.bias", "layers.2.weight", "layers.2.bias"))
-    h = x @ W1.T + b1
-    fwd, grad = gelu_forms(h)
-    if tensor == "out":
-        for desc, g in fwd.items():
-            yield f"a FeedForward using the {desc}", lambda g=g: g @ W2.T + b2
-    elif tensor in ("dx", "grad/layers.0.weight", "grad/layers.0.bias"):
-        dh0 = dout @ W2
-        for desc, g in grad.items():
-            dh = dh0 * g
-            res = {
-                "dx": dh @ W1,
-                "grad/layers.0.weight": dh.reshape(-1, h.shape[-1]).T @ x.reshape(-1, x.shape[-1]),
-                "grad/layers.0.bias": dh.reshape(-1, h.shape[-1]).sum(0),
-            }
-            yield f"a FeedForward whose GELU uses {desc}", lambda res=res: res[tensor]
-
-
+# ---- CrossEntropyLoss: the right answer rescaled, or without its one-hot term --------------------
 def _crossentropy(tensor, case, P):
     logits, targets = case.inputs
     keep = targets.reshape(-1) != -100
@@ -193,10 +245,12 @@ def _crossentropy(tensor, case, P):
         yield f"the gradient not divided by N = {n} (the number of counted targets)", lambda: exp * n
         if n != N:
             yield f"the gradient divided by all {N} rows, ignored ones included", lambda: exp * n / N
-        z = logits.reshape(-1, logits.shape[-1])
-        p = np.exp(z - z.max(-1, keepdims=True))
-        p = (p / p.sum(-1, keepdims=True)) * keep[:, None] / n
-        yield "softmax / N without subtracting the one-hot target", lambda: p.reshape(logits.shape)
+        onehot = np.zeros((N, logits.shape[-1]))
+        onehot[np.arange(N)[keep], targets.reshape(-1)[keep]] = 1.0 / n
+        yield (
+            "softmax / N without subtracting the one-hot target",
+            lambda: exp + onehot.reshape(logits.shape),
+        )
 
 
 TABLE = {

@@ -1,15 +1,14 @@
-"""Runs inside the sandboxed child process (`python -I -B worker.py FD NPGPT_DIR SUBMISSION`).
+"""Runs inside the sandbox (`python -I -S -B worker.py FD SITE LIB SUBMISSION INPUTS`).
 
-Standard library and NumPy only: the npgpt package is NOT imported. A stub `npgpt` offers just
-Module, Parameter, Sequential, Dropout, numerical_gradient and gradcheck (loaded from their files
-in NPGPT_DIR), so a submission can subclass Module but cannot hand its work to npgpt's layers.
-The request (request.json + request.npz in the working folder) is read and deleted before the
-submission is imported. Results go back as frames on the private pipe FD: a 4-byte length, a
-JSON header, then the .npy bytes of the arrays it names (written with allow_pickle=False).
-Nothing here compares or scores: the grader does that in its own process.
+SITE holds numpy alone; LIB holds this file and a stub `npgpt` package (Module, Parameter,
+Sequential, Dropout, numerical_gradient, gradcheck), copied there by the grader, so a submission
+can subclass Module but cannot hand its work to npgpt's layers: they are not in the sandbox. The
+request (INPUTS/request.json + request.npz) is read before the submission is imported. Results
+go back as frames on the private pipe FD: a 4-byte length, a JSON header, then the .npy bytes of
+the arrays it names (written with allow_pickle=False). Nothing here compares or scores: the
+grader does that in its own process, and it checks every byte of every frame.
 """
 
-import importlib.util
 import io
 import json
 import os
@@ -18,7 +17,8 @@ import sys
 import traceback
 import types
 
-import numpy as np
+sys.path[:0] = sys.argv[2:4]  # numpy, then the stub npgpt and nothing else of site-packages
+import numpy as np  # noqa: E402
 
 FATAL = (MemoryError, SystemExit, KeyboardInterrupt)  # after these, the remaining cases are skipped
 
@@ -67,41 +67,6 @@ def as_array(value, what, scalar=False):
     if scalar and value.ndim != 0 and value.size != 1:
         raise ValueError(f"{what} has shape {value.shape}, expected a scalar")
     return np.array(value, copy=True)
-
-
-def install_stub(npgpt_dir):
-    """sys.modules["npgpt"]: the protocol classes and the checker, nothing else."""
-
-    def load(name, rel):
-        spec = importlib.util.spec_from_file_location(name, os.path.join(npgpt_dir, rel))
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-        return mod
-
-    pkg = types.ModuleType("npgpt", "stub: Module, Parameter, Sequential, Dropout, numerical_gradient")
-    pkg.__path__ = []  # a package in which no further submodule can be found
-    layers = types.ModuleType("npgpt.layers")
-    layers.__path__ = []
-    sys.modules.update({"npgpt": pkg, "npgpt.layers": layers})
-    load("npgpt._checks", "_checks.py")
-    module = load("npgpt.module", "module.py")
-    layers.Dropout = load("npgpt.layers.dropout", os.path.join("layers", "dropout.py")).Dropout
-    gc = load("npgpt.gradcheck", "gradcheck.py")
-    pkg.Module, pkg.Parameter, pkg.Sequential = module.Module, module.Parameter, module.Sequential
-    pkg.Dropout, pkg.numerical_gradient, pkg.gradcheck = layers.Dropout, gc.numerical_gradient, gc.gradcheck
-    pkg.module, pkg.layers, pkg.__version__ = module, layers, "grading-stub"
-
-    def refuse(name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise ImportError(
-            f"npgpt.{name} is not available while grading: write it yourself (a submission "
-            "may use only Module, Parameter, Sequential, Dropout, numerical_gradient, gradcheck)"
-        )
-
-    pkg.__getattr__ = refuse
-    return module
 
 
 def function_form(ns, req, module):
@@ -228,16 +193,15 @@ def leave():
 
 def main():
     ch = Channel(int(sys.argv[1]))
-    npgpt_dir, submission = sys.argv[2], sys.argv[3]
-    with open("request.json") as f:
+    submission, inputs = sys.argv[4], sys.argv[5]
+    with open(os.path.join(inputs, "request.json")) as f:
         req = json.load(f)
-    with np.load("request.npz", allow_pickle=False) as z:
+    with np.load(os.path.join(inputs, "request.npz"), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
-    os.remove("request.json")
-    os.remove("request.npz")
     fail = lambda e: describe(e, submission, req["memory_mb"])  # noqa: E731
     try:
-        module = install_stub(npgpt_dir)
+        import npgpt.module as module
+
         with open(submission, encoding="utf-8", errors="replace") as f:
             source = f.read()
         sub = types.ModuleType("submission")

@@ -128,7 +128,8 @@ class MultiHeadAttention(Module):
         dscores = self.softmax_backward(datt, att)  # (B, nh, T, T)   eq. 11
         # forward: scores = q @ k^T / sqrt(hs)
         dq, dk = self.scores_backward(dscores, q, k)  # (B, nh, T, hs) each   eq. 13
-        # eq. 14: x fed all three projections, so their input gradients add up
+        # eq. 14: x fed all three projections, so their input gradients add up; eq. 15: each
+        # projection's backward adds its own weight (and bias) gradient
         dx = self.W_query.backward(self._merge_heads(dq, B, T))  # (B, T, d_in)
         dx += self.W_key.backward(self._merge_heads(dk, B, T))
         dx += self.W_value.backward(self._merge_heads(dv, B, T))

@@ -21,8 +21,8 @@ class FeedForward(Module):
 
     def forward(self, x):
         """x: (..., E) -> out: (..., E)."""
-        return self.layers.forward(x)
+        return self.layers.forward(x)  # eq. 1-3: Linear, GELU, Linear
 
     def backward(self, dout):
         """dout: (..., E) -> dx: (..., E)."""
-        return self.layers.backward(dout)
+        return self.layers.backward(dout)  # eq. 4-6: the three backwards, in reverse

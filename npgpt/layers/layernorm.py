@@ -72,7 +72,7 @@ class LayerNorm(Module):
         """eq. 9: dx = rstd * (dxhat - mean(dxhat) - xhat * sum(dxhat * xhat) / n), (..., C)."""
         term2 = dxhat.mean(-1, keepdims=True)  # (..., 1) the path through the mean
         term3 = (dxhat * xhat).sum(-1, keepdims=True) / n  # (..., 1) the path through the variance
-        return (dxhat - term2 - xhat * term3) * rstd  # term 1, dxhat, is the direct path
+        return (dxhat - term2 - xhat * term3) * rstd  # term1 = dxhat, the direct path
 
     def __repr__(self):
         return f"LayerNorm({self.emb_dim}, eps={self.eps:g}, unbiased={self.unbiased})"

@@ -55,7 +55,7 @@ def test_only_names_a_missing_component_which_scores_zero(capsys):
 
 def test_bad_arguments_exit_2(capsys):
     assert main(["grade", os.path.join(HERE, "correct.py"), "--only", "softmax"]) == 2
-    assert "unknown component(s) softmax" in capsys.readouterr().err
+    assert "unknown component 'softmax'; valid names: layernorm," in capsys.readouterr().err
 
 
 def test_folder_is_graded_in_parallel_into_a_csv(tmp_path, capsys):
@@ -94,7 +94,12 @@ def test_starter_file_imports_and_grades_to_zero_without_crashing(tmp_path, caps
     data = json.loads(result.read_text())
     assert data["score"] == 0 and data["max_score"] > 0
     first = data["components"][0]["tests"][0]["output"]
-    assert "NotImplementedError" in first and "see docs/" in first
+    assert "NotImplementedError" in first and "see `npgpt docs " in first, first
+    capsys.readouterr()
+    main(["grade", str(path), "--seed", "1"])
+    text = capsys.readouterr().out
+    page = {"crossentropy": "crossentropy", "all": "layernorm"}.get(name, name)
+    assert f"derivation: npgpt docs {page}" in text, f"the report does not point at the page:\n{text}"
 
 
 def test_starter_declares_the_contract_parameters(tmp_path, capsys):
@@ -147,3 +152,95 @@ def test_a_missing_submission_file_still_gives_a_valid_zero_report(tmp_path, cap
     report = json.loads(results.read_text())
     assert report["score"] == 0 and report["tests"], report
     assert "cannot read the submission" in report["output"], report["output"]
+
+
+def test_a_missing_file_is_a_one_line_usage_error(capsys):
+    assert main(["grade", "/nonexistent.py"]) == 2
+    err = capsys.readouterr().err
+    assert err == "npgpt grade: /nonexistent.py: no such file\n", err
+
+
+def test_an_unisolated_run_says_so_on_its_first_line_and_require_sandbox_refuses(capsys, tmp_path):
+    sub = os.path.join(HERE, "correct.py")
+    assert main(["grade", sub, "--only", "gelu", "--seed", "1", "--sandbox", "none"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("WARNING: this run is NOT ISOLATED (sandbox mode none)"), out[:200]
+    assert "total: 10/10" in out
+    assert main(["grade", sub, "--sandbox", "none", "--require-sandbox"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("npgpt grade: --require-sandbox: the submission runs as") and err.count("\n") == 1
+    ), err
+    res = tmp_path / "r.json"
+    assert (
+        main(["grade", sub, "--only", "gelu", "--sandbox", "none", "--format", "json", "--results", str(res)])
+        == 0
+    )
+    assert json.loads(res.read_text())["sandbox"] == {
+        "mode": "none",
+        "isolated": False,
+        "detail": json.loads(res.read_text())["sandbox"]["detail"],
+        "memory": "RLIMIT_AS per process",
+    }
+
+
+def test_the_sandbox_self_test_passes_in_the_isolated_mode(capsys):
+    from npgpt.grade import sandbox
+
+    try:
+        box = sandbox.choose("auto")
+    except sandbox.SandboxError as e:
+        pytest.skip(str(e))
+    if not box.isolated:
+        pytest.skip(f"no sandbox here: {box.detail}")
+    assert main(["grade", "--self-test", "--require-sandbox"]) == 0
+    out = capsys.readouterr().out
+    for check in (
+        "read reference: blocked",
+        "network: blocked",
+        "signal grader: blocked",
+        "self-test: passed",
+    ):
+        assert check in out, out
+
+
+def test_scores_add_up_exactly_to_the_total(tmp_path):
+    from fractions import Fraction
+
+    from npgpt.grade.grader import grade
+
+    rubric = tmp_path / "r.json"
+    rubric.write_text(json.dumps({"points": {"param_grads": 1, "numeric": 0.7}}))  # 1/12 per block grad
+    from npgpt.grade.rubric import Rubric
+
+    r = grade(os.path.join(HERE, "correct.py"), seed=2, rubric=Rubric.load(str(rubric)))
+    exact = lambda v: Fraction(repr(v))  # noqa: E731  (the decimal the JSON shows)
+    assert sum(exact(t.max_score) for t in r.tests) == exact(r.max_score), r.max_score
+    assert sum(exact(t.score) for t in r.tests) == exact(r.score), r.score
+    # by hand: forward 2, dx 2, param_grads 1, accumulate 0.5, numeric 0.7, 4 x 0.5 (dtype, edges);
+    # GELU and CrossEntropyLoss: forward 3, dx 3, no parameters
+    expected = {"gelu": Fraction(92, 10), "crossentropy": Fraction(92, 10)}
+    for c in r.components:
+        total = sum(exact(t.max_score) for t in c.tests)
+        assert total == expected.get(c.key, Fraction(82, 10)), f"{c.cls}: max {total}"
+        grads = [exact(t.max_score) for t in c.tests if t.kind == "param_grads"]
+        assert not grads or sum(grads) == 1, f"{c.cls}: parameter gradients share {sum(grads)}, not 1"
+        assert all((exact(t.max_score) * 10_000).denominator == 1 for t in c.tests), c.cls
+    assert r.score == r.max_score == 59.4, (r.score, r.max_score)
+
+
+def test_a_grader_killed_by_its_submission_costs_only_that_row(tmp_path, capsys):
+    """Unsandboxed (--sandbox none) a submission can kill its grader; the folder run goes on."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    shutil.copy(os.path.join(HERE, "correct.py"), subs / "a_correct.py")
+    (subs / "b_killer.py").write_text(
+        "import os, signal\n\nos.kill(os.getppid(), signal.SIGKILL)  # its own grader only\n\n\n"
+        "class GELU:\n    pass\n"
+    )
+    args = ["grade", str(subs), "--only", "gelu", "--seed", "1", "--sandbox", "none", "--results", str(out)]
+    assert main(args + ["--jobs", "2"]) == 0
+    with open(out / "grades.csv", newline="") as f:
+        rows = {r["submission"]: r for r in csv.DictReader(f)}
+    assert float(rows["a_correct"]["score"]) == 10.0, rows["a_correct"]
+    assert rows["b_killer"]["score"] == "0" and rows["b_killer"]["error"], rows["b_killer"]

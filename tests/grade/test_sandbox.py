@@ -88,7 +88,9 @@ def test_fake_results_neither_change_the_score_nor_get_written(tmp_path, capsys,
     assert data["score"] == 0 and all(t["score"] == 0 for t in data["tests"])
     assert all(t["max_score"] <= 2 for t in data["tests"])
     assert '"score": 1000.0' in data["output"]  # shown as the submission's output, never parsed
-    assert "could not write results.json: OSError" in data["output"]  # RLIMIT_FSIZE = 0
+    # cwd is a private tmpfs (bwrap) or a read-only folder; RLIMIT_FSIZE = 0 stops the write anyway
+    assert "could not write results.json: " in data["output"]
+    assert "could not write ../results.json: " in data["output"]
     assert sorted(os.listdir(tmp_path)) == ["results.json"]
 
 
@@ -108,7 +110,7 @@ def test_grading_does_not_depend_on_the_submission_printing_nothing(tmp_path):
 def test_result_frames_are_parsed_without_pickle():
     from npgpt.grade.sandbox import _parse
 
-    assert _parse(b"\x00\x00\x00\x05{bad}") == []
+    assert _parse(b"\x00\x00\x00\x05{bad}") == ([], "bad frame header: header is not JSON (JSONDecodeError)")
     import io
     import struct
 
@@ -116,5 +118,105 @@ def test_result_frames_are_parsed_without_pickle():
     np.lib.format.write_array(buf, np.array([object()], dtype=object), allow_pickle=True)
     blob = buf.getvalue()
     head = json.dumps({"stage": "forward", "case": "main", "arrays": ["out"], "sizes": [len(blob)]}).encode()
-    frames = _parse(struct.pack(">I", len(head)) + head + blob)
+    frames, problem = _parse(struct.pack(">I", len(head)) + head + blob)
+    assert problem == ""
     assert frames and "out" not in frames[0][1] and "unreadable" in frames[0][0]["bad"][0]
+
+
+# --- every byte from the child is checked before anything is allocated -----------------------
+
+
+def _frame(header, *blobs):
+    import struct
+
+    raw = header if isinstance(header, bytes) else json.dumps(header).encode()
+    return struct.pack(">I", len(raw)) + raw + b"".join(blobs)
+
+
+def _npy(arr):
+    import io
+
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, arr, allow_pickle=False)
+    return buf.getvalue()
+
+
+def _npy_header(descr, shape, data=b""):
+    import struct
+
+    text = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}".ljust(118) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text.encode() + data
+
+
+def test_a_well_formed_frame_round_trips():
+    from npgpt.grade.sandbox import _parse
+
+    a = np.arange(6.0).reshape(2, 3)
+    blob = _npy(a)
+    frames, problem = _parse(
+        _frame({"case": "main", "stage": "forward", "arrays": ["out"], "sizes": [len(blob)]}, blob)
+    )
+    assert problem == "" and len(frames) == 1
+    assert np.array_equal(frames[0][1]["out"], a), f"out: got {frames[0][1]['out']}, expected {a}"
+
+
+def test_malformed_frames_stop_the_parse_with_a_reason():
+    import struct
+
+    from npgpt.grade.sandbox import HEADER_LIMIT, _parse
+
+    ok = _frame({"case": "main", "stage": "forward", "arrays": [], "sizes": []})
+    cases = {
+        "negative length": (struct.pack(">i", -8) + b"{}", "declares a header of -8 bytes"),
+        "huge length": (struct.pack(">I", 2**31 - 1) + b"{}", f"allowed 1..{HEADER_LIMIT}"),
+        "cut short": (struct.pack(">I", 100) + b"{}", "cut short"),
+        "deep JSON": (_frame(b"[" * 20000 + b"]" * 20000), "nested or listed too deeply"),
+        "not an object": (_frame(b"[1, 2]"), "not a JSON object"),
+        "unhashable case": (_frame({"case": ["main"], "stage": "forward"}), "case is not a short string"),
+        "unknown stage": (_frame({"case": "main", "stage": {"a": 1}}), "unknown stage"),
+        "negative size": (_frame({"stage": "forward", "arrays": ["out"], "sizes": [-1]}), "negative"),
+        "bool size": (_frame({"stage": "forward", "arrays": ["out"], "sizes": [True]}), "not an integer"),
+        "mismatched lists": (_frame({"stage": "forward", "arrays": ["a", "b"], "sizes": [1]}), "same length"),
+        "error not text": (_frame({"stage": "forward", "error": ["x"]}), "error has the wrong type"),
+    }
+    for what, (raw, reason) in cases.items():
+        frames, problem = _parse(ok + raw)
+        assert len(frames) == 1, f"{what}: the good frame before it was lost: {frames}"
+        assert reason in problem, f"{what}: problem {problem!r} does not say {reason!r}"
+
+
+def test_array_headers_are_checked_before_allocating():
+    from npgpt.grade.sandbox import _parse
+
+    cases = {
+        "4 EiB declared": (_npy_header("<f8", "(576460752303423488,)", b"\0" * 8), "larger than"),
+        "int64": (_npy(np.arange(3)), "dtype int64"),
+        "object": (_npy_header("|O", "(1,)", b"\0" * 8), "dtype object"),
+        "big-endian": (_npy(np.arange(3.0).astype(">f8")), "dtype >f8"),
+        "short data": (_npy_header("<f8", "(4,)", b"\0" * 8), "8 bytes of data for shape (4,)"),
+        "negative dim": (_npy_header("<f8", "(-1,)", b""), "unreadable"),
+        "not npy": (b"hello world", "unreadable"),
+    }
+    for what, (blob, reason) in cases.items():
+        frames, problem = _parse(
+            _frame({"case": "main", "stage": "forward", "arrays": ["out"], "sizes": [len(blob)]}, blob)
+        )
+        assert problem == "" and len(frames) == 1, f"{what}: {problem}"
+        header, arrays = frames[0]
+        assert "out" not in arrays, f"{what}: an array was accepted"
+        assert reason in " ".join(header["bad"]), f"{what}: {header['bad']} does not say {reason!r}"
+
+
+def test_too_many_frames_are_refused():
+    from npgpt.grade.sandbox import MAX_FRAMES, _parse
+
+    one = _frame({"case": "main", "stage": "forward"})
+    frames, problem = _parse(one * (MAX_FRAMES + 5))
+    assert len(frames) == MAX_FRAMES and f"more than {MAX_FRAMES} frames" in problem
+
+
+def test_control_characters_and_escape_sequences_are_stripped():
+    from npgpt.grade.sandbox import clean
+
+    raw = "a\x1b[2J\x1b[H\x1b]0;title\x07b\rc\x08d\x1b[31me\x00f\u202eg\tx\ny"
+    assert clean(raw) == "abcdefg\tx\ny", repr(clean(raw))

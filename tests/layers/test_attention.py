@@ -96,3 +96,30 @@ def test_errors():
     mha.forward(np.ones((1, 2, 4)))
     with pytest.raises(ValueError, match=r"dout has shape \(1, 3, 4\), expected \(1, 2, 4\)"):
         mha.backward(np.ones((1, 3, 4)))
+
+
+@given(
+    T=st.integers(1, 7),
+    seed=seeds,
+    scale=st.sampled_from([0.1, 1.0, 10.0]),
+)
+def test_dscores_rows_sum_to_zero(T, seed, scale):
+    """docs/attention.md eq. 11: each row of dscores sums to 0 (the row of att sums to 1, so the
+    softmax cannot change along (1, ..., 1)), and the masked future gets exactly 0 (eq. 12)."""
+    rng = np.random.default_rng(seed)
+    mha = MultiHeadAttention(4, 4, T, 0.0, 2, rng=rng)
+    scores = scale * rng.standard_normal((2, 2, T, T))
+    future = np.triu(np.ones((T, T), bool), 1)
+    att = mha.softmax(np.where(future, -np.inf, scores))
+    datt = rng.standard_normal((2, 2, T, T))
+    dscores = mha.softmax_backward(datt, att)
+    sums = dscores.sum(-1)
+    bound = 16 * np.finfo(np.float64).eps * (np.abs(att * datt).sum(-1) + np.abs(datt).max(-1))
+    worst = np.unravel_index(int(np.argmax(np.abs(sums) - bound)), sums.shape)
+    assert np.all(np.abs(sums) <= bound), f"dscores row {worst} sums to {sums[worst]:.3e}"
+    assert np.all(dscores[..., future] == 0), "dscores above the diagonal is not exactly 0"
+    # and the rows of dscores are what the quotient rule gives, entry by entry (plain Python)
+    a, d = att[0, 0, T - 1], datt[0, 0, T - 1]
+    for j in range(T):
+        want = sum(d[i] * a[i] * ((i == j) - a[j]) for i in range(T))
+        assert abs(dscores[0, 0, T - 1, j] - want) <= 1e-12 * (1 + abs(want)), f"dscores[..., {j}]"

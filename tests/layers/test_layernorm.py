@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from npgpt import LayerNorm, gradcheck
 from tests.asserts import assert_close, assert_gradcheck
-from tests.strategies import dtypes, seeds, shapes
+from tests.strategies import arrays, dtypes, seeds, shapes, spread_rows
 
 
 def test_hand_computed_row():
@@ -86,3 +86,46 @@ def test_protocol_errors_name_module_and_shapes():
         ln.backward(np.ones((4, 2)))
     with pytest.raises(ValueError, match="unbiased=True needs emb_dim >= 2"):
         LayerNorm(1, unbiased=True)
+
+
+def _row_sums_vanish(name, s, scale):
+    """|s| (a row sum that is 0 in exact arithmetic) within float64 rounding of its terms."""
+    bound = 64 * np.finfo(np.float64).eps * scale
+    worst = int(np.argmax(np.abs(s) - bound))
+    assert np.all(np.abs(s) <= bound), (
+        f"{name}: row {worst} sums to {s.ravel()[worst]:.3e}, bound {bound.ravel()[worst]:.3e}"
+    )
+
+
+@given(
+    x=spread_rows(np.float64, (3, 6)),
+    dout=arrays(np.float64, (3, 6)),
+    seed=seeds,
+    unbiased=st.booleans(),
+)
+def test_dx_rows_sum_to_zero(x, dout, seed, unbiased):
+    """docs/layernorm.md: sum_k dx_k = 0 (term1 and term2 cancel, term3 meets sum(xhat) = 0)."""
+    ln = LayerNorm(6, unbiased=unbiased)
+    rng = np.random.default_rng(seed)
+    ln.scale.data[:] = rng.uniform(0.5, 2.0, 6)
+    ln.shift.data[:] = rng.standard_normal(6)
+    ln.forward(x)
+    dx = ln.backward(dout)
+    _row_sums_vanish("sum(dx)", dx.sum(-1), np.abs(dx).sum(-1) + np.abs(dout * ln.scale.data).sum(-1) * 10)
+
+
+@given(x=spread_rows(np.float64, (3, 6)), dout=arrays(np.float64, (3, 6)), unbiased=st.booleans())
+def test_dx_is_orthogonal_to_xhat_at_eps_zero_for_both_variances(x, dout, unbiased):
+    """docs/layernorm.md: sum_k dx_k xhat_k = 0 needs eps = 0 only, biased or unbiased variance."""
+    ln = LayerNorm(6, unbiased=unbiased)
+    ln.eps = 0.0  # the constructor refuses eps = 0; the identity holds exactly there
+    ln.forward(x)
+    dx = ln.backward(dout)
+    xhat = ln.cache.xhat
+    s = (dx * xhat).sum(-1)
+    _row_sums_vanish("sum(dx * xhat)", s, (np.abs(dx * xhat).sum(-1) + np.abs(dout).sum(-1)) * 10)
+    # and with eps > 0 it is not an identity: a row of small spread shows it
+    ln.eps = 1e-2
+    ln.forward(np.array([[0.0, 0.1, 0.2, 0.0, 0.3, 0.1]]))
+    dx = ln.backward(np.array([[1.0, -2.0, 0.5, 0.0, 3.0, 1.0]]))
+    assert abs(float((dx * ln.cache.xhat).sum())) > 1e-3, "with eps > 0 the sum should not vanish"

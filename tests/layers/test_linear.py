@@ -76,3 +76,19 @@ def test_zero_features(fan_in, fan_out):
     assert_close(
         "bias.grad = dout summed over 8 positions", lin.bias.grad, np.full(fan_out, 8.0), rtol=0, atol=0
     )
+
+
+def test_two_uses_accumulate_only_forward_backward_in_turn():
+    """docs/linear.md: a module keeps its last forward's cache. Forward, backward, forward, backward
+    gives the summed gradient 1 + 2 = 3; forward, forward, backward, backward uses x = 2 twice: 4."""
+    lin = Linear(1, 1, bias=False)
+    for x in (1.0, 2.0):
+        lin.forward(np.array([[x]]))
+        lin.backward(np.array([[1.0]]))
+    assert lin.weight.grad[0, 0] == 3.0, f"F-B-F-B: weight.grad {lin.weight.grad[0, 0]}, expected 3"
+    lin.zero_grad()
+    lin.forward(np.array([[1.0]]))
+    lin.forward(np.array([[2.0]]))
+    lin.backward(np.array([[1.0]]))
+    lin.backward(np.array([[1.0]]))
+    assert lin.weight.grad[0, 0] == 4.0, f"F-F-B-B: weight.grad {lin.weight.grad[0, 0]}, the page says 4"

@@ -1,7 +1,7 @@
 """Leaves early in three ways, one per component; CrossEntropyLoss is correct and still graded."""
 
+import ctypes
 import os
-import signal
 import sys
 
 import numpy as np
@@ -31,7 +31,7 @@ class Linear(Module):
         self.bias = Parameter(np.zeros(out_features))
 
     def forward(self, x):
-        os.kill(os.getpid(), signal.SIGSEGV)
+        ctypes.string_at(0)  # a real segmentation fault (a signal it sends itself is ignored: pid 1)
 
 
 class CrossEntropyLoss(Module):

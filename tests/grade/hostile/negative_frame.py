@@ -1,0 +1,66 @@
+"""Writes a frame with a negative length on the worker's result pipe and exits. Contained: a
+clear failure of GELU (malformed results), LayerNorm unaffected, no loop, no growth."""
+
+import os
+import struct
+import sys
+
+import numpy as np
+
+from npgpt import Module, Parameter
+
+
+def send(payload):
+    fd = int(sys.argv[1])  # the worker's result pipe
+    os.write(fd, payload)
+    os._exit(0)
+
+
+def attack():
+    send(struct.pack(">i", -8) + b"{}" * 4)
+
+
+_done = []
+
+
+def attack_once():
+    if not _done:
+        _done.append(1)
+        attack()
+
+
+class LayerNorm(Module):
+    """Correct, and graded in a child of its own: it must keep its 10 points."""
+
+    def __init__(self, emb_dim, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.scale = Parameter(np.ones(emb_dim))
+        self.shift = Parameter(np.zeros(emb_dim))
+
+    def forward(self, x):
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        self.rstd = 1.0 / np.sqrt(var + self.eps)
+        self.xhat = (x - mean) * self.rstd
+        return self.xhat * self.scale.data + self.shift.data
+
+    def backward(self, dout):
+        C = dout.shape[-1]
+        self.scale.grad += (dout * self.xhat).reshape(-1, C).sum(0)
+        self.shift.grad += dout.reshape(-1, C).sum(0)
+        g = dout * self.scale.data
+        return self.rstd * (
+            g - g.mean(-1, keepdims=True) - self.xhat * (g * self.xhat).mean(-1, keepdims=True)
+        )
+
+
+class GELU(Module):
+    """Wrong on purpose (all zeros): full marks would mean the attack worked."""
+
+    def forward(self, x):
+        attack_once()
+        return np.zeros_like(x)
+
+    def backward(self, dout):
+        return np.zeros_like(dout)
