@@ -24,7 +24,7 @@ PATHS = {"reference": lambda m: m, "fast": accelerate}
 FIXTURES = Path(__file__).parent / "fixtures"
 MANIFEST = json.loads((FIXTURES / "MANIFEST.json").read_text())
 TOLERANCES = MANIFEST["tolerances"]
-OWN_TESTS = ("optim_", "gpt2-tiny", "block124m")  # fixtures checked elsewhere or below
+OWN_TESTS = ("optim_", "gpt2-tiny", "block124m", "golden_torch")  # fixtures checked elsewhere or below
 MODULE_FIXTURES = sorted(n for n in MANIFEST["files"] if n.endswith(".npz") and not n.startswith(OWN_TESTS))
 BUILDERS = {
     "LayerNorm": lambda c: npgpt.LayerNorm(**c),

@@ -18,7 +18,12 @@ def add_arguments(parser):
     parser.add_argument(
         "--reference", required=True, metavar="REF", help="REF.safetensors (or .npz) from `npgpt reference`"
     )
-    parser.add_argument("--format", choices=("text", "json", "summary"), default="text", help="output format")
+    parser.add_argument(
+        "--format",
+        choices=("text", "json", "summary"),
+        default="text",
+        help="the report: text, JSON or one line",
+    )
     parser.add_argument(
         "--rtol", type=float, default=None, help="norm-wise relative error allowed (replaces the rule)"
     )

@@ -24,7 +24,12 @@ def add_arguments(parser):
     parser.add_argument("--seed", type=int, default=0, help="weights and inputs (default: 0)")
     parser.add_argument("--batch", type=int, default=None, help="B (default: 4, or 1 with --text)")
     parser.add_argument("--seq-len", type=int, default=None, help="T (default: 64, at most context_length)")
-    parser.add_argument("--dtype", choices=("float64", "float32"), default="float64", help="dtype of the step")
+    parser.add_argument(
+        "--dtype",
+        choices=("float64", "float32"),
+        default="float64",
+        help="the dtype of the step and the dump",
+    )
     parser.add_argument("--text", help="input text, encoded with the --gpt2 folder's tokenizer")
     parser.add_argument("--keep-dropout", action="store_true", help="keep the cfg's drop_rate (masks dumped)")
     parser.add_argument(

@@ -77,9 +77,8 @@ def to_text(result, rubric=None):
         form = {"class": f"class {c.cls}", "function": "CS231n-style functions", "missing": "not defined"}[
             c.form
         ]
-        lines.append(
-            f"== {c.cls} ({form}): {_fmt(_total(c.tests, 'score'))}/{_fmt(_total(c.tests, 'max_score'))}"
-        )
+        got, total = _total(c.tests, "score"), _total(c.tests, "max_score")
+        lines.append(f"== {c.cls} ({form}): {_fmt(got)}/{_fmt(total)}")
         if c.problem:
             lines.append(f"  problem: {c.problem}")
         for t in c.tests:
