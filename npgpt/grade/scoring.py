@@ -146,11 +146,13 @@ def _repeat(spec, form, names, bwd, bwd_err, frames, rubric, add):
     if bwd is None or again is None:
         return add("accumulate", name, False, bwd_err or again_err)
     tol = rubric.threshold("repeat")
+    if any(not np.all(np.isfinite(a)) for arrays in (bwd, again) for a in arrays.values()):
+        return add("accumulate", name, False, "a gradient is not finite (NaN or inf): nothing to repeat")
     if not accumulate:
         bad = [
             k
             for k in bwd
-            if k in again and (bwd[k].shape != again[k].shape or rel_error(bwd[k], again[k]) > tol)
+            if k in again and (bwd[k].shape != again[k].shape or not rel_error(bwd[k], again[k]) <= tol)
         ]
         return add(
             "accumulate",
@@ -168,7 +170,7 @@ def _repeat(spec, form, names, bwd, bwd_err, frames, rubric, add):
             lines.append(f"{n}.grad: missing or changed shape")
         elif not np.any(g1):
             lines.append(f"{n}.grad is all zeros after one backward, so accumulation cannot be seen")
-        elif rel_error(g2, 2 * g1) > tol:
+        elif not rel_error(g2, 2 * g1) <= tol:  # NaN (an overflow of 2 * g1) is a failure too
             hint = " (it was overwritten: use p.grad += ..., not =)" if rel_error(g2, g1) <= tol else ""
             lines.append(f"{n}.grad after two backward calls is not twice the first{hint}")
     return add("accumulate", name, not lines, "\n".join(lines))
