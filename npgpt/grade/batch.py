@@ -80,6 +80,7 @@ def _grade_one(name, path, out, args, only):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        errors="replace",  # a file name that is not UTF-8 comes back in the grader's messages
         start_new_session=True,
     )
     try:

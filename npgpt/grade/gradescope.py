@@ -108,8 +108,10 @@ def pick(folder):
 
     counts = []
     for p in pys:
-        try:
-            with open(p, "rb") as f:
+        try:  # never through a link (a repository may hold one) nor into a FIFO or a device
+            with os.fdopen(os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    raise OSError("not a regular file")
                 found, _ = detect(f.read(2 << 20).decode("utf-8", "replace"), p)
         except (OSError, ValueError, RecursionError):
             found = {}

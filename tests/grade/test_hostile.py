@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 
 import numpy as np
 import pytest
@@ -423,6 +424,43 @@ def test_escape_sequences_never_reach_a_report(run):
     for text in (json.dumps(run["results"]["escapes"]), run["texts"]["escapes"]):
         for ch in ("\\u001b", "\x1b", "\\r", "\r", "\\u0007", "\x07", "\\b", "\x08"):
             assert ch not in text, f"{ch!r} reached a report"
+
+
+def _invisible(text):
+    """The characters of `text` that are invisible or reorder what a reader sees."""
+    return sorted({f"U+{ord(c):04X}" for c in text if unicodedata.category(c) in ("Cf", "Cs", "Zl", "Zp")})
+
+
+def test_a_message_cannot_draw_a_fake_report(run):
+    c, got = gelu(run, "fake_report")
+    assert got == 0 and "ATTACK" in c["problem"], f"{run['mode']}: {got} {c['problem'][:300]}"
+    text = run["texts"]["fake_report"]
+    lines = text.splitlines()
+    assert [ln for ln in lines if ln.startswith("total:")] == [lines[-1]], f"a fake total line:\n{text}"
+    assert sum(ln.startswith("== GELU") for ln in lines) == 1, f"a fake component line:\n{text}"
+    assert "total: 10/20" in lines[-1], lines[-1]
+    for where, t in (
+        ("report", text),
+        ("results", json.dumps(run["results"]["fake_report"], ensure_ascii=False)),
+    ):
+        assert not _invisible(t), f"{run['mode']}: {where} holds {_invisible(t)}"
+    row = next(g for g in run["grades"] if g["submission"] == "fake_report")
+    assert float(row["score"]) == 10.0, row
+
+
+def test_nan_gradients_earn_nothing(run):
+    c, got = gelu(run, "nan_gradients")
+    assert got == 0, f"{run['mode']}: {[(t['name'], t['score']) for t in c['tests'] if t['score']]}"
+    rep = next(t for t in c["tests"] if "repeatable" in t["name"])
+    assert "not finite" in rep["output"], rep["output"]
+
+
+def test_a_deep_tree_left_in_tmp_is_removed(run):
+    c, _ = gelu(run, "deep_tmp")
+    assert "ATTACK made a tree" in c["stdout"] or "refused" in c["stdout"], c["stdout"][-400:]
+    assert "grader failed" not in json.dumps(run["results"]["deep_tmp"])
+    left = [f for f in os.listdir("/tmp") if f.startswith("npgpt-hostile-deep-")]
+    assert not left, f"{run['mode']}: left in /tmp: {left}"
 
 
 def test_no_process_of_a_sandbox_is_left(run):
