@@ -41,6 +41,9 @@ RUN = """#!/usr/bin/env bash
 # npgpt autograder (built by `npgpt grade --gradescope-zip`): grades the .py file the student
 # uploaded and writes /autograder/results/results.json (always, even for a missing file).
 mkdir -p /autograder/results
+# The metadata holds earlier submissions' full results, hidden tests included: closed to the
+# sandbox's uid (user mode; bwrap mode never mounts it).
+chmod go-rwx /autograder/results /autograder/submission_metadata.json 2>/dev/null || true
 cd /opt/npgpt/grader
 exec /opt/npgpt/bin/python -m npgpt grade /autograder/submission --format gradescope \\
     --results /autograder/results/results.json --sandbox {sandbox} --require-sandbox{extra}

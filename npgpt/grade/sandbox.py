@@ -8,8 +8,10 @@ Three modes (docs/grading.md, "Security"):
   the submission and its inputs, and a private tmpfs for /tmp. Run as root, the child also drops
   to a uid of its own (setpriv); run as a user, bwrap maps it into a user namespace.
 - "user": the grader is root but namespaces are blocked (Docker's default seccomp profile). The
-  child runs under a uid of its own that owns nothing, with rlimits; every process of that uid is
-  killed after each component. Files the grader's user alone can read stay unreadable to it.
+  child runs under a uid of its own that owns nothing, with rlimits; after each component every
+  process of that uid is killed, and what it left in world-writable folders and its SysV IPC
+  objects (which outlive processes) are removed. Files the grader's user alone can read stay
+  unreadable to it.
 - "none": neither is available (a student on a laptop). Grading still runs, but the report says
   on its first line that the run is not isolated.
 
@@ -438,7 +440,7 @@ def kill_uid(uid, deadline):
         time.sleep(0.01)
 
 
-SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
 
 
 def remove_files_of(uid):
@@ -464,6 +466,37 @@ def remove_files_of(uid):
                 else:
                     os.unlink(e.path)
             except (OSError, subprocess.TimeoutExpired):
+                pass
+
+
+def remove_ipc_of(uid):
+    """Remove every SysV shared-memory segment, message queue and semaphore set `uid` owns.
+
+    "user" mode only (bwrap's IPC namespace dies with the sandbox): these outlive every process,
+    and a segment touched then detached holds memory that no rlimit of any process counts.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for kind, idcol in (("shm", "shmid"), ("msg", "msqid"), ("sem", "semid")):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                head, *rows = [line.split() for line in f]
+            col = {name: i for i, name in enumerate(head)}
+            ids, owner, creator = col[idcol], col["uid"], col["cuid"]
+        except (OSError, KeyError, ValueError):
+            continue
+        for row in rows:
+            try:
+                if uid not in (int(row[owner]), int(row[creator])):
+                    continue
+                if kind == "shm":
+                    libc.shmctl(int(row[ids]), 0, None)  # IPC_RMID: gone at the last detach
+                elif kind == "msg":
+                    libc.msgctl(int(row[ids]), 0, None)
+                else:
+                    libc.semctl(int(row[ids]), 0, 0)
+            except (IndexError, ValueError):
                 pass
 
 
@@ -880,6 +913,7 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True)
             kill_uid(uid, give_up)
             if sb.mode == "user":
                 remove_files_of(uid)
+                remove_ipc_of(uid)
         run = ChildRun(seconds=time.monotonic() - t0)
         run.frames, bad = _parse(bytes(bufs[r]))
         for attr, fd in (("stdout", proc.stdout.fileno()), ("stderr", proc.stderr.fileno())):

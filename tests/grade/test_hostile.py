@@ -436,6 +436,7 @@ def test_a_message_cannot_draw_a_fake_report(run):
     assert got == 0 and "ATTACK" in c["problem"], f"{run['mode']}: {got} {c['problem'][:300]}"
     text = run["texts"]["fake_report"]
     lines = text.splitlines()
+    assert lines, f"{run['mode']}: no text report was written: {run['proc'].stderr[-500:]}"
     assert [ln for ln in lines if ln.startswith("total:")] == [lines[-1]], f"a fake total line:\n{text}"
     assert sum(ln.startswith("== GELU") for ln in lines) == 1, f"a fake component line:\n{text}"
     assert "total: 10/20" in lines[-1], lines[-1]
@@ -461,6 +462,27 @@ def test_a_deep_tree_left_in_tmp_is_removed(run):
     assert "grader failed" not in json.dumps(run["results"]["deep_tmp"])
     left = [f for f in os.listdir("/tmp") if f.startswith("npgpt-hostile-deep-")]
     assert not left, f"{run['mode']}: left in /tmp: {left}"
+
+
+def _ipc_owned_by(uids):
+    """The SysV IPC objects (shm, msg, sem) whose owner or creator is one of `uids`."""
+    found = []
+    for kind in ("shm", "msg", "sem"):
+        with open(f"/proc/sysvipc/{kind}") as f:
+            head, *rows = [line.split() for line in f]
+        col = {n: i for i, n in enumerate(head)}
+        found += [(kind, row[1]) for row in rows if {int(row[col["uid"]]), int(row[col["cuid"]])} & uids]
+    return found
+
+
+def test_shared_memory_does_not_outlive_the_sandbox(run):
+    c, _ = gelu(run, "sysv_ipc")
+    assert "ATTACK shm segments [" in c["stdout"], c["stdout"][-400:] + c["problem"]
+    uids = set(range(sandbox.UID_BASE, sandbox.UID_BASE + sandbox.UID_SLOTS))
+    if run["user"]:
+        uids.add(pwd.getpwnam(run["user"]).pw_uid)
+    left = _ipc_owned_by(uids)
+    assert not left, f"{run['mode']}: SysV IPC objects outlived the sandbox: {left} ({c['stdout'][-200:]})"
 
 
 def test_no_process_of_a_sandbox_is_left(run):
