@@ -38,7 +38,18 @@ def find_submissions(folder):
             pick = "submission.py" if "submission.py" in pys else pys[0] if len(pys) == 1 else None
             if pick:
                 found.append((entry.name, os.path.join(entry.path, pick)))
-    return found
+    # alice.py and a folder alice/ would write the same alice.json, and each row would read
+    # whichever finished last: the second gets a name of its own.
+    names, unique = {n for n, _ in found}, []
+    for name, path in found:
+        if any(name == n for n, _ in unique):
+            k = 2
+            while f"{name}-{k}" in names:
+                k += 1
+            name = f"{name}-{k}"
+            names.add(name)
+        unique.append((name, path))
+    return unique
 
 
 def _grade_one(name, path, out, args, only):

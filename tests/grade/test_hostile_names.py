@@ -37,6 +37,9 @@ def test_names_and_links_chosen_by_students(tmp_path):
     for name in NAMES:
         shutil.copy(wrong, subs / f"{name}.py")
     shutil.copy(wrong, os.path.join(os.fsencode(subs), b"bytes\xff.py"))
+    shutil.copy(os.path.join(HOSTILE, "honest_correct.py"), subs / "twin.py")  # twin.json ...
+    (subs / "twin").mkdir()
+    shutil.copy(wrong, subs / "twin" / "submission.py")  # ... twice, unless renamed
     parent = os.path.dirname(sandbox.NPGPT_DIR)
     cmd = [sys.executable, "-c", BOOT, parent, "grade", str(subs), "--only", "gelu", "--jobs", "2"]
     cmd += ["--seed", "1", "--timeout", "6", "--results", str(out)]
@@ -46,7 +49,7 @@ def test_names_and_links_chosen_by_students(tmp_path):
 
     with open(out / "grades.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == len(NAMES) + 3, [r["submission"] for r in rows]
+    assert len(rows) == len(NAMES) + 5, [r["submission"] for r in rows]
     for row in rows:
         for col, cell in row.items():
             assert _visible_one_line(cell), f"grades.csv {col}: {cell!r}"
@@ -55,6 +58,8 @@ def test_names_and_links_chosen_by_students(tmp_path):
     for link in ("copycat", "linked"):
         assert by[link]["score"] == "0" and "symbolic link" in by[link]["error"], by[link]
     assert {"'" + NAMES[0], "evil total: 99", "'-2+3", "'@SUM(A1)"} <= set(by)
+    twins = sorted(by[n]["score"] for n in ("twin", "twin-2"))  # the folder and the file, one each
+    assert twins == ["0.0", "10.0"], (by["twin"], by["twin-2"])
     for name in NAMES:
         with open(out / f"{name}.txt", encoding="utf-8") as f:
             head = f.read().splitlines()[:3]
