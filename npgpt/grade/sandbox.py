@@ -340,17 +340,27 @@ def _kill(pid):
         pass
 
 
-# --- seccomp: no sockets in "user" mode (there is no network namespace to take them away) -------
+# --- seccomp: no sockets, no ptrace, no io_uring, no kernel keyrings -------------------------
 
-_ARCH = {"x86_64": (0xC000003E, 41, 101, 425), "aarch64": (0xC00000B7, 198, 117, 425)}
+# audit arch, then socket, ptrace, io_uring_setup, add_key, request_key, keyctl
+_ARCH = {
+    "x86_64": (0xC000003E, 41, 101, 425, 248, 249, 250),
+    "aarch64": (0xC00000B7, 198, 117, 425, 217, 218, 219),
+}
 
 
 def _seccomp_program():
-    """A classic-BPF filter failing socket(), ptrace() and io_uring_setup() with EACCES, or None."""
+    """A classic-BPF filter failing socket(), ptrace(), io_uring_setup() and the keyring calls
+    (add_key, request_key, keyctl) with EACCES, or None.
+
+    Sockets: "user" mode has no network namespace to take them away. Keyrings: they belong to the
+    uid (and the session keyring is the grader's), not to a namespace, and outlive the sandbox: a
+    child could leave a note there for the next submission graded under the same uid.
+    """
     arch = _ARCH.get(os.uname().machine)
     if arch is None:
         return None
-    audit, nr_socket, nr_ptrace, nr_uring = arch
+    audit, *denied = arch
     ld, jeq, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
     allow, deny = 0x7FFF0000, 0x00050000 | errno.EACCES  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO
     prog = [
@@ -358,12 +368,9 @@ def _seccomp_program():
         (jeq, 1, 0, audit),
         (ret, 0, 0, allow),  # another ABI (x32, compat): leave it (bwrap's namespaces are the defence)
         (ld, 0, 0, 0),  # syscall number
-        (jeq, 3, 0, nr_socket),
-        (jeq, 2, 0, nr_ptrace),
-        (jeq, 1, 0, nr_uring),
-        (ret, 0, 0, allow),
-        (ret, 0, 0, deny),
     ]
+    prog += [(jeq, len(denied) - i, 0, nr) for i, nr in enumerate(denied)]  # a match: to `deny`
+    prog += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
     return b"".join(struct.pack("HBBI", *ins) for ins in prog)
 
 
@@ -807,7 +814,7 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True)
             cgroup = None
     uid = jail.slot.uid if jail.slot else None
     r, w = os.pipe()
-    info_r = info_w = -1
+    info_r = info_w = seccomp_r = -1
     env = {
         "PATH": "/usr/bin:/bin",
         "LANG": "C.UTF-8",
@@ -827,6 +834,12 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True)
     if sb.mode == "bwrap":
         info_r, info_w = os.pipe()
         cmd = [shutil.which("bwrap"), *_ns_flags(), *_fs_flags(jail), "--info-fd", str(info_w)]
+        code = _seccomp_program()
+        if code:  # bwrap installs it right before it runs the command
+            seccomp_r, seccomp_w = os.pipe()
+            os.write(seccomp_w, code)  # a few hundred bytes: fits in the pipe's buffer
+            os.close(seccomp_w)
+            cmd += ["--seccomp", str(seccomp_r)]
         env_flags = []
         for k, v in dict(env, HOME="/tmp", TMPDIR="/tmp").items():
             env_flags += ["--setenv", k, v]
@@ -843,7 +856,7 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True)
             ]
         cmd += [python, "-I", "-S", "-B", *worker]
         pre = _preexec(memory, int(timeout) + 1, cgroup, None, _nproc(uid))
-        pass_fds, cwd, popen_env = (w, info_w), "/", {}
+        pass_fds, cwd, popen_env = (w, info_w) + ((seccomp_r,) if seccomp_r >= 0 else ()), "/", {}
     else:
         cmd = [python, "-I", "-S", "-B", *worker]
         home = jail.inputs
@@ -871,15 +884,16 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True)
             preexec_fn=pre,
         )
     except BaseException:
-        for fd in (r, w, info_r, info_w):
+        for fd in (r, w, info_r, info_w, seccomp_r):
             if fd >= 0:
                 os.close(fd)
         if cgroup:
             cgroup.remove()
         raise
     os.close(w)
-    if info_w >= 0:
-        os.close(info_w)
+    for fd in (info_w, seccomp_r):
+        if fd >= 0:
+            os.close(fd)
     try:
         bufs, timed_out = _pump(proc, r, info_r, t0 + timeout)
         ns_init = _child_pid(bufs.get(info_r, b""))

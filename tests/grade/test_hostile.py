@@ -485,6 +485,14 @@ def test_shared_memory_does_not_outlive_the_sandbox(run):
     assert not left, f"{run['mode']}: SysV IPC objects outlived the sandbox: {left} ({c['stdout'][-200:]})"
 
 
+def test_kernel_keyrings_are_closed(run):
+    c, _ = gelu(run, "keyrings")
+    out = c["stdout"]
+    assert "ATTACK the user keyring refused: errno 13" in out, f"{run['mode']}: {out[-500:]}{c['problem']}"
+    assert "ATTACK the session keyring refused: errno 13" in out, f"{run['mode']}: {out[-500:]}"
+    assert "found a note" not in out and "stored a note" not in out, out[-500:]
+
+
 def test_no_process_of_a_sandbox_is_left(run):
     leftover = []
     for entry in os.listdir("/proc"):
