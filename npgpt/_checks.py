@@ -62,7 +62,7 @@ def cache_of(module, cache):
 def grad_output(module, dout, shape, dtype):
     """Check that `dout` matches the last forward's output `shape`; return it in `dtype`."""
     where = f"{type(module).__name__}.backward"
-    dout = float_input(where, "dout", dout, dtype)
+    dout = float_input(where, "dout", dout, dtype, ndim_min=0)  # its shape is checked below
     if dout.shape != tuple(shape):
         raise ValueError(
             f"{where}: dout has shape {dout.shape}, expected {tuple(shape)} "

@@ -82,3 +82,24 @@ def assert_normwise(name, got, expected, rtol, scale=None):
         f"{name}: worst element at {tuple(int(i) for i in w)}: got {got[w]!r}, expected {expected[w]!r} "
         f"(abs error {err[w]:.3e} = {err[w] / scale:.3e} of max|expected| {scale:.3e}; rtol {rtol:g})"
     )
+
+
+def assert_normwise_rel(name, got, expected, rtol, floor=0.0):
+    """Fail unless ||got - expected|| <= rtol * max(||expected||, floor), 2-norms over the whole
+    tensor: the norm-wise relative error. `floor` is for a tensor that vanishes (or nearly) in
+    exact arithmetic, whose rounding is measured against the size of the terms it sums. Names
+    the worst element."""
+    got = np.asarray(got, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    assert got.shape == expected.shape, f"{name}: shape {got.shape}, expected {expected.shape}"
+    diff = np.where(np.isnan(got) & np.isnan(expected), 0.0, got - expected)
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    err, size = float(np.linalg.norm(diff.ravel())), max(float(np.linalg.norm(expected.ravel())), floor)
+    if err <= rtol * size:
+        return
+    w = np.unravel_index(int(np.argmax(np.abs(diff))), diff.shape) if diff.size else ()
+    raise AssertionError(
+        f"{name}: norm-wise relative error {err / max(size, 1e-300):.3e} > {rtol:g} "
+        f"(||diff|| {err:.3e}, ||expected|| {np.linalg.norm(expected.ravel()):.3e}, floor {floor:.3e}); "
+        f"worst element at {tuple(int(i) for i in w)}: got {got[w]!r}, expected {expected[w]!r}"
+    )

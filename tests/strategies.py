@@ -117,3 +117,18 @@ def tiny(dtype):
     holding once a product underflows into the subnormals; this covers that and stays far below
     every value the tests read."""
     return 1024.0 * float(np.finfo(dtype).smallest_normal)
+
+
+# ---- the fast path against the reference (tests/fast) --------------------------------------
+
+# norm-wise relative error allowed between npgpt.fast and the reference (issue 12)
+TWIN_RTOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12}
+
+
+@st.composite
+def feature_shapes(draw, max_features=9, max_lead=3, max_side=5):
+    """(..., C) shapes for the twin tests: 1 to 3 leading axes (T = 1 and odd sides included),
+    C from 1 to max_features."""
+    C = draw(st.integers(1, max_features))
+    lead = draw(hnp.array_shapes(min_dims=1, max_dims=max_lead, min_side=1, max_side=max_side))
+    return tuple(lead) + (C,)

@@ -120,7 +120,14 @@ def test_cli_bench_quick_prints_the_step_rows(capsys):
     status = main(["bench", "--quick", "--repeats", "1", "--warmup", "0", "--no-peak", "--only", "steps"])
     out = capsys.readouterr().out
     assert status == 0, f"npgpt bench exited {status}"
-    for label in ("step B2xT16", "step B1xT64", "GEMM floor", "npgpt / floor"):
+    for label in (
+        "step B2xT16",
+        "step B1xT64",
+        "GEMM floor",
+        "npgpt fast",
+        "npgpt reference",
+        "reference / fast",
+    ):
         assert label in out, f"npgpt bench output misses {label!r}:\n{out}"
 
 

@@ -39,11 +39,11 @@ def _peak_main(spec):
     cfg, B, T, kind, steps = spec["cfg"], spec["B"], spec["T"], spec["kind"], spec["steps"]
     model, _ = build_model(cfg)
     idx, targets = step_batch(cfg, B, T)
-    if kind != "npgpt":
+    if kind not in ("npgpt", "reference"):
         twin = load_twin(spec["twin"])
         model = twin.like(model, cfg, book=kind == "torch_book")
         fn = twin.step_fn(model, idx, targets)
-    elif spec.get("fast", True):
+    elif kind == "npgpt" and spec.get("fast", True):
         from ..fast import accelerate
         from ..loss import CrossEntropyLoss
 
@@ -58,7 +58,8 @@ def _peak_main(spec):
 
 def peak_rss(cfg, B, T, kind="npgpt", steps=2, twin=None, fast=True):
     """Peak RSS in bytes of `steps` training steps (params and grads included), in a fresh process.
-    For kind "npgpt", `fast` chooses npgpt's fast path or the reference."""
+    kind: "npgpt" (the fast path, or the reference when `fast` is False), "reference",
+    "torch_book" or "torch_fused"."""
     twin = os.path.abspath(twin) if twin else None
     spec = json.dumps({"cfg": cfg, "B": B, "T": T, "kind": kind, "steps": steps, "twin": twin, "fast": fast})
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # above npgpt/

@@ -2,6 +2,8 @@
 `format_report` (npgpt/bench/report.py) turns into the tables of docs/bench.md.
 """
 
+import copy
+
 import numpy as np
 
 from ..fast import accelerate
@@ -30,9 +32,11 @@ def run(
 ):
     """Run the benchmark; returns a dict of Timing objects and figures (see format_report).
 
-    fast: time npgpt's fast path (npgpt.fast.accelerate), else the plain reference code.
-    `components` is True, False, or a list of registry Components to time (npgpt/registry.py)."""
-    speed = accelerate if fast else (lambda module: module)
+    fast: time npgpt's fast path (npgpt.fast.accelerate) as "npgpt" and, side by side, the plain
+    reference code as "reference" (a copy of the same weights); else the reference alone, as
+    "npgpt". `components` is True, False, or a list of registry Components to time
+    (npgpt/registry.py)."""
+    paths = {"npgpt": accelerate, "reference": lambda m: m} if fast else {"npgpt": lambda m: m}
     tb = load_twin(torch_twin)
     say = progress or (lambda msg: None)
     pause = (0.05 if tb else 0.0) if pause is None else pause  # idle threads of the other library
@@ -55,7 +59,7 @@ def run(
     for label, module, x in component_cases(cfg, comp_shape, components=chosen) if components else []:
         say(f"component {label}")
         dout = rng.standard_normal(module.forward(x).shape).astype(np.float32)
-        fns = {"npgpt": fwd_bwd(speed(module), x, dout)}
+        fns = {k: fwd_bwd(to(copy.deepcopy(module)), x, dout) for k, to in paths.items()}
         if tb:
             fns["torch_book"] = tb.fwd_bwd(tb.like(module, cfg, book=True), x, dout)
             fns["torch_fused"] = tb.fwd_bwd(tb.like(module, cfg, book=False), x, dout)
@@ -63,14 +67,12 @@ def run(
     if not steps:
         return res
     model, res["build_seconds"] = build_model(cfg)
-    speed(model)
+    models = {k: to(copy.deepcopy(model) if k != "npgpt" else model) for k, to in paths.items()}
     for B, T in step_shapes:
         say(f"step B{B}xT{T}")
         idx, targets = step_batch(cfg, B, T)
-        fns = {
-            "npgpt": step_fn(model, idx, targets, speed(CrossEntropyLoss())),
-            "floor": gemm_floor_fn(cfg, B, T),
-        }
+        fns = {k: step_fn(models[k], idx, targets, paths[k](CrossEntropyLoss())) for k in paths}
+        fns["floor"] = gemm_floor_fn(cfg, B, T)
         if tb:
             fns["torch_book"] = tb.step_fn(tb.like(model, cfg, book=True), idx, targets)
             fns["torch_fused"] = tb.step_fn(tb.like(model, cfg, book=False), idx, targets)
@@ -84,12 +86,16 @@ def run(
         del fns
         if peak:
             say(f"peak memory B{B}xT{T}")
-            kinds = ["npgpt"] + (["torch_book", "torch_fused"] if tb else [])
+            kinds = list(paths) + (["torch_book", "torch_fused"] if tb else [])
             row["peak"] = {k: peak_rss(cfg, B, T, k, twin=torch_twin, fast=fast) for k in kinds}
         if profile:
             say(f"profile B{B}xT{T}")
             row["profile"] = profile_step(
-                model, idx, targets, repeats=max(1, min(repeats, 3)), loss_fn=speed(CrossEntropyLoss())
+                model,
+                idx,
+                targets,
+                repeats=max(1, min(repeats, 3)),
+                loss_fn=paths["npgpt"](CrossEntropyLoss()),
             )
         res["steps"].append(row)
     return res

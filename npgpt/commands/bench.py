@@ -43,7 +43,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--reference",
         action="store_true",
-        help="time the plain reference code, not the fast path (npgpt.fast)",
+        help="time the plain reference code alone (by default the fast path, npgpt.fast, beside it)",
     )
     parser.add_argument("--json", default=None, metavar="FILE", help="also write the raw timings here")
 

@@ -62,12 +62,15 @@ class MultiHeadAttention(reference.MultiHeadAttention):
         tiles = self._tiles(future)
         att = self._tile_arrays(buffer(self, "att", (self._tiles_size(tiles, B),), x.dtype), tiles, B)
         att_d, drop = [], []
+        # the dropout mask is drawn for all (B, nh, T, T) weights at once, as the reference's
+        # dropout draws it, so one seed gives both the same mask; each tile takes its part
+        keep = None if self._identity_dropout() else self.dropout.draw_mask((B, nh, T, T))
         ctx = np.empty((B, T, nh, hs), x.dtype)  # heads already merged: eq. 7 needs no copy
         for (i0, i1, lo, c), a in zip(tiles, att):  # rows i0:i1 see no key at or past c
             np.matmul(q[:, :, i0:i1], k[:, :, :c].swapaxes(-2, -1), out=a)  # (B, nh, rows, c)   eq. 2
             np.copyto(a[..., lo:], -np.inf, where=future[i0:i1, lo:c])  # eq. 3, the future masked
             blockwise(_softmax_rows, a)  # eq. 4
-            a_d = a if self._identity_dropout() else self.dropout.forward(a)  # (B, nh, rows, c)   eq. 5
+            a_d = a if keep is None else self.dropout.forward(a, mask=keep[:, :, i0:i1, :c])  # eq. 5
             att_d.append(a_d)
             drop.append(None if a_d is a else self.dropout.cache)
             np.matmul(a_d, v[:, :, :c], out=ctx.swapaxes(1, 2)[:, :, i0:i1])  # (B, nh, rows, hs)   eq. 6

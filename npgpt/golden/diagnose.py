@@ -4,9 +4,9 @@ The reference step is run again in float64 from the dump's parameters and inputs
 module call's inputs, output, dout and dx kept (record.py). For the diverging tensor, each
 module call that produced it (an `act/`) or added into it (a `dact/`: the calls whose backward
 finished just before it) is asked for its known mistakes: the same call's output or dx from a
-mutant, the reference class with one step overridden (the mistakes the grader recognizes). A
-mistake is named when the other implementation's tensor agrees with the mistaken value and not
-with the reference. Non-finite values are checked against what overflows: exp of the largest
+mutant, the reference class with one step overridden (npgpt/mistakes.py, the catalogue the
+grader reads too). A mistake is named when the other implementation's tensor agrees with the
+mistaken value and not with the reference. Non-finite values are checked against what overflows: exp of the largest
 attention score or logit in the other implementation's dtype.
 """
 
@@ -15,9 +15,9 @@ import math
 
 import numpy as np
 
-from ..grade import variants as grader
+from .. import mistakes
 from ..layers.attention import MultiHeadAttention
-from ..layers.gelu import COEF, GELU, SQRT_2_OVER_PI
+from ..layers.gelu import GELU
 from ..layers.layernorm import LayerNorm
 from ..layers.linear import Linear
 from .dump import make_model, normwise
@@ -45,89 +45,49 @@ def rerun(ref, manifest):
     return rec
 
 
-# ---- each component's known mistakes, as mutants of the reference -----------------------------
+# ---- each component's known mistakes, from npgpt/mistakes.py (shared with the grader) -----------
 # A mutant is the reference class with one step overridden (npgpt/layers/*.py name their steps:
-# LayerNorm.rstd, GELU.du_dx, MultiHeadAttention.scores, ...) or the reference with one setting
-# changed. It runs on a copy of the module the call used, on the call's own input (and dout):
-# "out" mistakes change the forward output, "dx" mistakes the gradient the backward returns.
-def _ln_input_grad(term2=True, term3=True):
-    def input_grad(self, dxhat, xhat, rstd, n):  # eq. 9 with a term left out
-        dx = dxhat.copy()
-        if term2:
-            dx -= dxhat.mean(-1, keepdims=True)
-        if term3:
-            dx -= xhat * (dxhat * xhat).sum(-1, keepdims=True) / n
-        return dx * rstd
-
-    return input_grad
-
-
-def _linear_t_forward(self, x):
-    self.cache = x.copy()
-    return x @ self.weight.data + (self.bias.data if self.bias is not None else 0.0)
-
-
-def _linear_t_backward(self, dout):
-    return dout @ self.weight.data.T
-
-
-def _unit_norm(m):  # LayerNorm with the book's initial scale 1 and shift 0
-    m.scale.data = np.ones_like(m.scale.data)
-    m.shift.data = np.zeros_like(m.shift.data)
-
-
-def _unit_scale(m):  # dxhat = dout: the scale never multiplied in
-    m.scale.data = np.ones_like(m.scale.data)
-
-
-class _NoThree(GELU):
-    def du_dx(self, x):  # the mistake: sqrt(2/pi) (1 + 0.044715 x^2), the 3 of the x^3 rule dropped
-        return SQRT_2_OVER_PI * (1.0 + COEF * (x * x))
-
-
-def _no_mask(m):  # no position is masked
-    m.register_buffer("mask", np.zeros_like(m.mask))
-
-
-# class -> (description, "out" | "dx", a mistaken subclass, {step: replacement}, or a change to a
-# copy of the module). Most are the grader's own (npgpt/grade/variants.py), so `npgpt grade` and
-# `npgpt compare` recognize the same mistakes in the same way.
+# LayerNorm.rstd, LayerNorm.mean_term, GELU.du_dx, MultiHeadAttention.scores, ...) or the
+# reference with one setting changed. It runs on a copy of the module the call used, on the
+# call's own input (and dout): "out" mistakes change the forward output, "dx" mistakes the
+# gradient the backward returns. `npgpt grade` and `npgpt compare` recognize the same mistakes in
+# the same way.
+# class -> (description, "out" | "dx", a mistake class, or a change to a copy of the module)
 MUTANTS = {
     LayerNorm: [
-        ("LayerNorm: eps added outside the square root (use 1/sqrt(var + eps))", "out", grader._EpsOutsideTheRoot),
+        ("LayerNorm: eps added outside the square root (use 1/sqrt(var + eps))", "out", mistakes.EpsOutsideTheRoot),
         ("LayerNorm: the unbiased variance (divided by C - 1, LayerNorm divides by C)", "out",
-         lambda m: setattr(m, "unbiased", True)),
-        ("LayerNorm: no scale and shift applied", "out", _unit_norm),
+         mistakes.unbiased_variance),
+        ("LayerNorm: no scale and shift applied", "out", mistakes.unit_norm),
         ("LayerNorm backward: the mean term is missing (dx lacks - mean(dxhat) over the row)", "dx",
-         {"input_grad": _ln_input_grad(term2=False)}),
+         mistakes.NoMeanTerm),
         ("LayerNorm backward: the variance term is missing (dx lacks - xhat * mean(dxhat * xhat) over the row)",
-         "dx", {"input_grad": _ln_input_grad(term3=False)}),
-        ("LayerNorm backward: dout not multiplied by scale (dxhat = dout * scale)", "dx", _unit_scale),
+         "dx", mistakes.NoVarianceTerm),
+        ("LayerNorm backward: dout not multiplied by scale (dxhat = dout * scale)", "dx", mistakes.unit_scale),
     ],
     GELU: [
-        *((f"GELU: the {desc}", "out", cls) for desc, cls in grader.GELU_FORWARDS.items()),
+        *((f"GELU: the {desc}", "out", cls) for desc, cls in mistakes.GELU_FORWARDS.items()),
         ("GELU backward: the factor 3 is missing from the cubic term's derivative "
-         "(du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2))", "dx", _NoThree),
-        *((f"GELU backward: {desc}", "dx", cls) for desc, cls in grader.GELU_BACKWARDS.items()),
+         "(du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2))", "dx", mistakes.NoThree),
+        *((f"GELU backward: {desc}", "dx", cls) for desc, cls in mistakes.GELU_BACKWARDS.items()),
     ],
     Linear: [
         ("Linear: the weight used transposed (out = x @ W + b; a Linear computes x @ W^T + b)", "out",
-         {"forward": _linear_t_forward}),
+         mistakes.transposed_weight),
         ("Linear backward: the weight used transposed (dx = dout @ W^T; it should be dout @ W)", "dx",
-         {"backward": _linear_t_backward}),
+         mistakes.transposed_weight),
     ],
     MultiHeadAttention: [
-        ("attention: the causal mask not applied (a token sees later tokens)", "out", _no_mask),
-        ("attention: scores not scaled by 1/sqrt(head_dim)", "out", grader._NoScaleForward),
-        ("attention: scores scaled by 1/head_dim, not 1/sqrt(head_dim)", "out",
-         {"scores": lambda self, q, k: (q @ k.swapaxes(-2, -1)) / self.head_dim}),
+        ("attention: the causal mask not applied (a token sees later tokens)", "out", mistakes.no_mask),
+        ("attention: scores not scaled by 1/sqrt(head_dim)", "out", mistakes.NoScaleForward),
+        ("attention: scores scaled by 1/head_dim, not 1/sqrt(head_dim)", "out", mistakes.ScoresOverHeadDim),
         ("attention: scores scaled by 1/sqrt(emb_dim), not 1/sqrt(head_dim)", "out",
-         {"scores": lambda self, q, k: (q @ k.swapaxes(-2, -1)) / math.sqrt(self.d_out)}),
+         mistakes.ScoresOverSqrtEmbDim),
         ("attention backward: softmax treated as elementwise (att * (1 - att) instead of the Jacobian)", "dx",
-         grader._ElementwiseSoftmax),
-        ("attention backward: the 1/sqrt(head_dim) scaling missing", "dx", grader._NoScaleBackward),
+         mistakes.ElementwiseSoftmax),
+        ("attention backward: the 1/sqrt(head_dim) scaling missing", "dx", mistakes.NoScaleBackward),
         ("attention backward: the mask ignored (softmax of the unmasked scores)", "dx",
-         grader._UnmaskedSoftmaxBackward),
+         mistakes.UnmaskedSoftmaxBackward),
     ],
 }  # fmt: skip
 
@@ -141,10 +101,8 @@ def _mutant(module, change):
         sub.__dict__.pop("_hooks", None)
     if isinstance(change, type):
         m.__class__ = change  # a subclass of the reference class with one step overridden
-    elif callable(change):
-        change(m)
     else:
-        m.__class__ = type(f"Mistaken{type(module).__name__}", (type(module),), dict(change))
+        change(m)  # other parameter values or buffers
     return m
 
 
@@ -168,14 +126,12 @@ def _variants(call):
 
 
 def _max_score(call):
-    """The largest attention score q.k / sqrt(hs) a token may see, from the reference's q and k."""
-    m, x = call.module, call.inputs[0]
-    B, T, _ = x.shape
-    split = lambda t: t.reshape(B, T, m.num_heads, m.head_dim).transpose(0, 2, 1, 3)  # noqa: E731
-    q = split(m.W_query.forward(x)) / math.sqrt(m.head_dim)
-    k = split(m.W_key.forward(x))
-    s = q @ k.swapaxes(-1, -2)  # (B, nh, T, T)
-    return float(np.max(np.where(np.triu(np.ones((T, T), bool), 1), -np.inf, s)))
+    """The largest attention score q.k / sqrt(hs) a token may see: the row max that a softmax
+    without the max shift leaves out (the reference's own scores, mask and row max)."""
+    m = _mutant(call.module, mistakes.NoMaxShift)
+    with np.errstate(all="ignore"):
+        m.forward(call.inputs[0])
+    return m.skipped
 
 
 def diagnose(name, theirs, ref, manifest, allowed):

@@ -36,7 +36,7 @@ class Dropout(Module):
             self.cache = DropoutCache(None, 0.0, x.shape, x.dtype)  # identity: nothing to keep
             return x.copy()
         if mask is None:
-            mask = self.rng.random(x.shape) >= self.p  # (...) bool, True = keep
+            mask = self.draw_mask(x.shape)  # (...) bool, True = keep
         else:
             mask = np.asarray(mask)
             if mask.shape != x.shape:
@@ -47,6 +47,10 @@ class Dropout(Module):
         # kept for backward: the keep-mask and the scale
         self.cache = DropoutCache(mask, scale, x.shape, x.dtype)
         return out
+
+    def draw_mask(self, shape):
+        """A keep-mask of `shape`: True with probability 1 - p, from this module's generator."""
+        return self.rng.random(shape) >= self.p
 
     def backward(self, dout):
         """dout: (...) -> dx: (...), through the same mask as the last forward."""

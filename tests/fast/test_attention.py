@@ -1,16 +1,19 @@
-"""npgpt.fast's MultiHeadAttention: tiles of query rows change nothing but rounding; against the
-loop-per-head attention of tests/layers/test_attention.py, gradcheck, empty input, errors."""
+"""npgpt.fast's MultiHeadAttention: equal to the reference (npgpt/layers/attention.py) with the
+same dropout mask; tiles of query rows change nothing but rounding; against the loop-per-head
+attention of tests/layers/test_attention.py, gradcheck, empty input, errors."""
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from npgpt import MultiHeadAttention as ReferenceAttention
 from npgpt import gradcheck
 from npgpt.fast import MultiHeadAttention
-from tests.asserts import assert_close, assert_gradcheck
+from tests.asserts import assert_close, assert_gradcheck, assert_normwise_rel
+from tests.fast.twins import assert_twins_agree, pair, small_blocks_two_threads  # noqa: F401
 from tests.layers.test_attention import reference_attention
-from tests.strategies import seeds
+from tests.strategies import TWIN_RTOL, arrays, attention_setups, dtypes, seeds
 
 
 @given(
@@ -97,3 +100,54 @@ def test_tile_rows_error():
     mha.tile_rows = 0
     with pytest.raises(ValueError, match=r"MultiHeadAttention: tile_rows must be an int >= 1, got 0"):
         mha.forward(np.ones((1, 2, 4)))
+
+
+# ---- the fast path against the reference (tests/fast/twins.py) -----------------------------
+
+
+def key_bias_terms(mha, x):
+    """The key bias's gradient, sum over positions of dk, is 0 in exact arithmetic (softmax
+    ignores a shift of its row); its terms have the size of dk, at least ||dW_key|| / ||x||."""
+    if mha.W_key.bias is None:
+        return {}
+    norm_x = float(np.linalg.norm(x.astype(np.float64)))
+    return {"W_key.bias": float(np.linalg.norm(mha.W_key.weight.grad)) / max(norm_x, 1e-30)}
+
+
+@given(setup=attention_setups(), dtype=dtypes(), seed=seeds, data=st.data())
+def test_fast_equals_reference(setup, dtype, seed, data):
+    """Output, dx, every gradient and the attention weights, with dropout on (the same seed
+    draws the same mask on both paths) and tiles of 1 to 128 query rows."""
+    B, T = setup["B"], setup["T"]
+    keys = ("d_in", "d_out", "context_length", "dropout", "num_heads", "qkv_bias")
+
+    def build(dt):
+        mha = ReferenceAttention(**{k: setup[k] for k in keys}, rng=seed).astype(dt)
+        mha.tile_rows = setup["tile_rows"]  # used once accelerate makes it the fast class
+        return mha
+
+    x = data.draw(arrays(dtype, (B, T, setup["d_in"]), bound=3.0), label="x")
+    dout = data.draw(arrays(dtype, (B, T, setup["d_out"]), bound=3.0), label="dout")
+    label = f"MultiHeadAttention {dtype.__name__} p={setup['dropout']}"
+    ref, fast, _ = assert_twins_agree(label, build, (x,), dout, dtype, lambda ref: key_bias_terms(ref, x))
+    rtol = TWIN_RTOL[np.dtype(dtype)]
+    for dropped in (False, True):
+        assert_normwise_rel(
+            f"{label}: cache.weights(dropped={dropped}), fast vs reference",
+            fast.cache.weights(dropped),
+            ref.cache.weights(dropped),
+            rtol,
+        )
+
+
+def test_fast_eval_and_no_dropout_skip_the_mask():
+    """Dropout off (eval, or p = 0): the weights are used as they are, the draw is skipped, and
+    the dropout generator is left untouched on both paths."""
+    x = np.random.default_rng(0).standard_normal((2, 5, 4))
+    for p, train in ((0.5, False), (0.0, True)):
+        ref, fast = pair(lambda p=p: ReferenceAttention(4, 4, 5, p, 2, rng=1))
+        ref.train(train)
+        fast.train(train)
+        before = fast.dropout.rng.bit_generator.state
+        assert_close(f"out (p={p}, train={train})", fast.forward(x), ref.forward(x), rtol=1e-12, atol=1e-14)
+        assert fast.dropout.rng.bit_generator.state == before, "the dropout generator advanced"

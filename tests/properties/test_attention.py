@@ -18,14 +18,11 @@ F32_RTOL = 2e-5
 
 def build(setup, dtype, seed):
     keys = ("d_in", "d_out", "context_length", "dropout", "num_heads", "qkv_bias")
-    mha = MultiHeadAttention(**{k: setup[k] for k in keys}, rng=seed).astype(dtype)
-    mha.tile_rows = setup["tile_rows"]
-    return mha
+    return MultiHeadAttention(**{k: setup[k] for k in keys}, rng=seed).astype(dtype)
 
 
 def attention_weights(mha):
-    """The softmax weights (B, nh, T, T) of the last forward, before dropout (put together from
-    the cache's tiles)."""
+    """The softmax weights (B, nh, T, T) of the last forward, before dropout."""
     return mha.cache.weights()
 
 

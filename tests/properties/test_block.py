@@ -3,7 +3,7 @@ gradcheck on drawn configurations (dropout on and off), float32 against float64.
 """
 
 import numpy as np
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from npgpt import FeedForward, TransformerBlock, gradcheck
@@ -58,6 +58,10 @@ def test_feedforward_and_block_backward_agree_with_gradcheck(cfg, seed, train, d
 
 @given(cfg=gpt_configs(max_layers=1), seed=seeds, data=st.data())
 def test_block_float32_agrees_with_float64_and_keeps_its_dtype(cfg, seed, data):
+    # LayerNorm over 1 or 2 features is degenerate: its output is 0 or +-1 whatever the input,
+    # and its float32 dx is rounding noise in any summation order (measured: relative error
+    # above 1 at C = 2 over 2000 random rows); C >= 3 is where float32 tracks float64
+    assume(cfg["emb_dim"] >= 3)
     b32 = TransformerBlock(cfg, rng=seed).eval().astype(np.float32)
     b64 = TransformerBlock(cfg).eval().load_state_dict(b32.state_dict())
     x = input_for(cfg, data, np.float32)

@@ -4,7 +4,7 @@ float64.
 """
 
 import numpy as np
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from npgpt import CrossEntropyLoss, GPTModel, gradcheck
@@ -51,6 +51,10 @@ def test_backward_agrees_with_gradcheck(cfg, seed, train, data):
 
 @given(cfg=gpt_configs(), seed=seeds, data=st.data())
 def test_float32_agrees_with_float64_and_keeps_its_dtype(cfg, seed, data):
+    # LayerNorm over 1 or 2 features is degenerate: its output is 0 or +-1 whatever the input,
+    # and its float32 dx is rounding noise in any summation order (measured: relative error
+    # above 1 at C = 2 over 2000 random rows); C >= 3 is where float32 tracks float64
+    assume(cfg["emb_dim"] >= 3)
     m32 = GPTModel(cfg, rng=seed).eval().astype(np.float32)
     m64 = GPTModel(cfg).eval().load_state_dict(m32.state_dict())
     idx = ids_for(cfg, data)
