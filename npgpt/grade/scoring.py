@@ -51,6 +51,8 @@ class Frames:
                 ] else f"{stage}: {header['error']}"
             if header.get("bad"):
                 return None, "; ".join(header["bad"])
+            if not arrays:  # the worker always sends some: a forged frame
+                return None, f"{stage}: the submission sent a result without arrays"
             return arrays, None
         if self.fate:
             return None, self.fate
@@ -84,14 +86,14 @@ def evaluate(spec, form, params, cases, frames, rubric):
     fwd, fwd_err = frames.get("main", "forward")
     bwd, bwd_err = frames.get("main", "backward")
     out_name = "loss" if ce else "out"
-    c = compare(out_name, fwd and fwd["out"], main.expected["out"], tol64) if fwd else None
+    c = compare(out_name, fwd.get("out"), main.expected["out"], tol64) if fwd else None
     forward_ok = bool(c and c.ok)
     add(
         "forward",
         f"{cls}.forward: {out_name}",
         forward_ok,
         c.text if c else fwd_err,
-        diagnose.explain(spec.key, out_name, fwd["out"], main, params) if c and not c.ok else (),
+        diagnose.explain(spec.key, out_name, fwd.get("out"), main, params) if c and not c.ok else (),
     )
     note = (
         []
@@ -213,7 +215,7 @@ def _float32(cls, case, frames, tol, ce, names, add):
     else:
         c = compare(
             "loss" if ce else "out",
-            fwd["out"],
+            fwd.get("out"),
             case.expected["out"],
             tol,
             normwise=True,

@@ -485,6 +485,18 @@ def test_shared_memory_does_not_outlive_the_sandbox(run):
     assert not left, f"{run['mode']}: SysV IPC objects outlived the sandbox: {left} ({c['stdout'][-200:]})"
 
 
+def test_forged_frames_earn_at_most_the_self_consistency_points(run):
+    c, got = gelu(run, "forged_frames")
+    assert "ATTACK forged every frame" in c["stdout"], c["stdout"][-300:] + c["problem"]
+    earned = {t["name"] for t in c["tests"] if t["score"]}
+    own = {
+        "GELU.backward: repeatable (backward twice)",
+        "GELU.backward: vs finite differences of your forward",
+    }
+    assert earned <= own and got <= 2.0, f"{run['mode']}: the forger earned {earned} ({got})"
+    assert "sent a result without arrays" in json.dumps(c), [t["output"] for t in c["tests"]]
+
+
 def test_kernel_keyrings_are_closed(run):
     c, _ = gelu(run, "keyrings")
     out = c["stdout"]
