@@ -93,7 +93,7 @@ def evaluate(spec, form, params, cases, frames, rubric):
         f"{cls}.forward: {out_name}",
         forward_ok,
         c.text if c else fwd_err,
-        diagnose.explain(spec.key, out_name, fwd.get("out"), main, params) if c and not c.ok else (),
+        diagnose.explain(spec.key, "out", fwd.get("out"), main, params) if c and not c.ok else (),
     )
     note = (
         []
