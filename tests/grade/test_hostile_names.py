@@ -1,8 +1,10 @@
 """Folder runs with the names and links a student may choose: formulas, escape sequences,
 newlines and bytes that are not UTF-8 in file names, and a submission that is a symbolic link to
-another student's folder or file. Contained: every name reaches grades.csv, the reports and the
+another student's folder or file, files named like the modules the harness imports (numpy.py,
+npgpt.py, sitecustomize.py). Contained: every name reaches grades.csv, the reports and the
 progress lines as one line of visible text that no spreadsheet reads as a formula, and a link is
-never followed (its row scores 0 and says why). Runs in whatever mode `auto` picks here: these
+never followed (its row scores 0 and says why); a file named like a module is only ever the
+submission (full marks: it shadowed nothing). Runs in whatever mode `auto` picks here: these
 are the grader's own outputs, the same in every mode.
 """
 
@@ -37,6 +39,8 @@ def test_names_and_links_chosen_by_students(tmp_path):
     for name in NAMES:
         shutil.copy(wrong, subs / f"{name}.py")
     shutil.copy(wrong, os.path.join(os.fsencode(subs), b"bytes\xff.py"))
+    for shadow in ("numpy", "npgpt", "sitecustomize"):  # only ever the submission, never imported
+        shutil.copy(os.path.join(HOSTILE, "honest_correct.py"), subs / f"{shadow}.py")
     shutil.copy(os.path.join(HOSTILE, "honest_correct.py"), subs / "twin.py")  # twin.json ...
     (subs / "twin").mkdir()
     shutil.copy(wrong, subs / "twin" / "submission.py")  # ... twice, unless renamed
@@ -49,7 +53,7 @@ def test_names_and_links_chosen_by_students(tmp_path):
 
     with open(out / "grades.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == len(NAMES) + 5, [r["submission"] for r in rows]
+    assert len(rows) == len(NAMES) + 8, [r["submission"] for r in rows]
     for row in rows:
         for col, cell in row.items():
             assert _visible_one_line(cell), f"grades.csv {col}: {cell!r}"
@@ -58,6 +62,8 @@ def test_names_and_links_chosen_by_students(tmp_path):
     for link in ("copycat", "linked"):
         assert by[link]["score"] == "0" and "symbolic link" in by[link]["error"], by[link]
     assert {"'" + NAMES[0], "evil total: 99", "'-2+3", "'@SUM(A1)"} <= set(by)
+    for shadow in ("numpy", "npgpt", "sitecustomize"):
+        assert by[shadow]["score"] == "10.0", by[shadow]
     twins = sorted(by[n]["score"] for n in ("twin", "twin-2"))  # the folder and the file, one each
     assert twins == ["0.0", "10.0"], (by["twin"], by["twin-2"])
     for name in NAMES:
