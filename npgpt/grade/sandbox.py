@@ -6,7 +6,8 @@ Three modes (docs/grading.md, "Security"):
   namespaces, a read-only file system holding only /usr (with every site-packages and
   dist-packages folder hidden under an empty tmpfs), numpy, the harness, the stub npgpt package,
   the submission and its inputs, and a private tmpfs for /tmp. Run as root, the child also drops
-  to a uid of its own (setpriv); run as a user, bwrap maps it into a user namespace.
+  to a uid of its own (setpriv); run as a user, bwrap maps it into a user namespace. The seccomp
+  filter of "user" mode applies too (no keyrings: they belong to the uid, not to a namespace).
 - "user": the grader is root but namespaces are blocked (Docker's default seccomp profile). The
   child runs under a uid of its own that owns nothing, with rlimits; after each component every
   process of that uid is killed, and what it left in world-writable folders and its SysV IPC
