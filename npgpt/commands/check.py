@@ -41,7 +41,7 @@ def add_arguments(parser):
     from .argtypes import at_least, positive_float
 
     nonneg = at_least(0.0, float)
-    parser.add_argument("--seed", type=int, default=0, help="seed for inputs, weights and dout")
+    parser.add_argument("--seed", type=at_least(0), default=0, help="seed for inputs, weights and dout")
     parser.add_argument(
         "--only",
         default=None,

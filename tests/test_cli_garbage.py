@@ -1,0 +1,119 @@
+"""Garbage into every `npgpt` subcommand: each row is one bad input and the one-line error it
+must give (exit 2, no traceback, no NaN, no silently ignored value). Rows found by feeding the
+commands garbage as a new user would; each failed before its fix (internal error, a NaN loss
+written with exit 0, a flag or a JSON key ignored, a MemoryError, a checkpoint in the cwd)."""
+
+import json
+import re
+
+import pytest
+
+from npgpt import cli
+
+TINY_CFG = {
+    "vocab_size": 11,
+    "context_length": 4,
+    "emb_dim": 4,
+    "n_heads": 2,
+    "n_layers": 1,
+    "drop_rate": 0.0,
+    "qkv_bias": False,
+}
+
+
+def _run(argv, capsys):
+    """-> (exit status, stderr) of `npgpt ARGV` run in this process."""
+    try:
+        status = cli.main(argv)
+    except SystemExit as e:  # argparse's usage errors
+        status = e.code
+    return status, capsys.readouterr().err
+
+
+def _assert_one_line_error(argv, pattern, capsys):
+    status, err = _run(argv, capsys)
+    assert status == 2, f"npgpt {' '.join(argv)}: exit {status}, want 2; stderr: {err!r}"
+    assert "Traceback" not in err and "Warning" not in err, f"npgpt {' '.join(argv)}: {err!r}"
+    last = err.strip().splitlines()[-1] if err.strip() else ""
+    assert re.search(pattern, last), f"npgpt {' '.join(argv)}: last stderr line {last!r} !~ {pattern!r}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "pattern"),
+    [
+        # before: ValueError from NumPy's default_rng, "internal error", exit 1
+        (["check", "--seed", "-1"], r"--seed: must be >= 0, got -1"),
+        # before: "expected non-negative integer", naming no flag
+        (["explain", "layernorm", "--seed", "-5"], r"--seed: must be >= 0, got -5"),
+        # before: two RuntimeWarnings and "cannot reshape array of size 0"
+        (["explain", "layernorm", "--input", "[]"], r"--input is empty"),
+        (["explain", "layernorm", "--input", "[[]]"], r"--input is empty"),
+        # before: NaN/inf explained step by step, MISMATCH, exit 1
+        (["explain", "layernorm", "--input", "[NaN, 1, 2]"], r"--input holds NaN or infinity"),
+        (["explain", "layernorm", "--input", "[Infinity, 1, 2]"], r"--input holds NaN or infinity"),
+        (["explain", "layernorm", "--input", "[1e999, 1, 2]"], r"--input holds NaN or infinity"),
+        (["explain", "layernorm", "--dout", "[NaN, 1, 2]"], r"--dout holds NaN or infinity"),
+        # before: true/false taken as 1/0
+        (["explain", "layernorm", "--input", "[true, false]"], r"--input must hold numbers only"),
+        (["explain", "gelu", "--input", '{"a": 1}'], r"--input must hold numbers only"),
+        # before: overflow warnings, then MISMATCH and exit 1
+        (["explain", "gelu", "--input", "[1e300, -1e300]"], r"explain gelu: forward step \w+ overflows"),
+        # before: MemoryError (a 21.8 TiB table), internal error, exit 1
+        (["explain", "embedding", "--input", "[999999999999, 2]"], r"ids must be < 1000"),
+        # before: the starter file went to stdout, -o "" ignored
+        (["assignment", "layernorm", "-o", ""], r"-o is empty"),
+    ],
+)
+def test_bad_input_is_a_one_line_error(argv, pattern, capsys):
+    _assert_one_line_error(argv, pattern, capsys)
+
+
+def test_train_refuses_an_empty_or_uncreatable_out_dir(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    small = ["--max-iters", "1", "--n-layer", "1", "--n-embd", "8", "--n-head", "1", "--block-size", "4"]
+    # before: an empty --out-dir trained and wrote ckpt.npz, last.npz into the current directory
+    _assert_one_line_error(["train", "--out-dir", "", *small], r"--out-dir is empty", capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "a checkpoint was written to the cwd"
+    # before: the whole run trained first, then failed at the first save
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    _assert_one_line_error(
+        ["train", "--out-dir", str(blocker / "sub"), *small],
+        r"--out-dir .*file/sub: cannot create it",
+        capsys,
+    )
+
+
+@pytest.mark.parametrize(
+    ("cfg_change", "extra", "pattern"),
+    [
+        # before: an unknown key was dropped in silence
+        ({"n_layer": 12}, [], r"--config .*cfg.json: unknown key\(s\) n_layer"),
+        # before: --max-memory 0 and nan were ignored (the test `if args.max_memory` is false for 0)
+        ({}, ["--max-memory", "0"], r"--max-memory must be a finite number of GiB > 0, got 0.0"),
+        ({}, ["--max-memory", "nan"], r"--max-memory must be a finite number of GiB > 0, got nan"),
+        # before: accepted, the dump said perturb_norms -1
+        ({}, ["--perturb-norms", "-1"], r"--perturb-norms must be a finite number >= 0, got -1.0"),
+        ({}, ["--perturb-norms", "inf"], r"--perturb-norms must be a finite number >= 0, got inf"),
+        # before: overflow warnings, then a dump with loss nan and exit 0
+        ({}, ["--scale-weights", "1e308"], r"the step overflowed: \d+ tensors hold inf or NaN"),
+        ({}, ["--scale-weights", "1e200"], r"the step overflowed: \d+ tensors hold inf or NaN"),
+    ],
+)
+def test_reference_bad_config_and_numbers(cfg_change, extra, pattern, tmp_path, capsys):
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({**TINY_CFG, **cfg_change}))
+    out = tmp_path / "out.npz"
+    argv = ["reference", "--config", str(cfg), "-o", str(out), "--batch", "1", "--seq-len", "2", *extra]
+    _assert_one_line_error(argv, pattern, capsys)
+    assert not out.exists(), f"{out} was written despite the error"
+
+
+def test_reference_tiny_config_still_writes_a_finite_dump(tmp_path, capsys):
+    """The control row: the same tiny configuration with sane numbers is accepted."""
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps(TINY_CFG))
+    out = tmp_path / "out.npz"
+    argv = ["reference", "--config", str(cfg), "-o", str(out), "--batch", "1", "--seq-len", "2"]
+    status, err = _run([*argv, "--scale-weights", "2", "--max-memory", "1"], capsys)
+    assert status == 0 and out.exists(), f"exit {status}: {err!r}"
