@@ -62,10 +62,38 @@ def _assert_one_line_error(argv, pattern, capsys):
         (["explain", "embedding", "--input", "[999999999999, 2]"], r"ids must be < 1000"),
         # before: the starter file went to stdout, -o "" ignored
         (["assignment", "layernorm", "-o", ""], r"-o is empty"),
+        # before: a traceback from NumPy's SeedSequence inside the grader, then exit 2
+        (["grade", "sub.py", "--seed", "-1"], r"--seed: must be >= 0, got -1"),
+        # before: nan passed `timeout <= 0` and graded with no time limit
+        (["grade", "sub.py", "--timeout", "nan"], r"--timeout must be a finite number > 0"),
+        (["grade", "sub.py", "--timeout", "inf"], r"--timeout must be a finite number > 0"),
+        # before: "[Errno 2] No such file or directory: ...", "Expecting value: ...": no --rubric named
+        (
+            ["grade", "sub.py", "--rubric", "/nonexistent/rubric.json"],
+            r"rubric /nonexistent/rubric.json: No such",
+        ),
+        (["grade", "sub.py", "--rubric", "{tmp}/bad.json"], r"rubric .*bad.json: not valid JSON"),
+        # before: the whole benchmark ran, then the write failed
+        (
+            ["bench", "--quick", "--no-torch", "--json", "/nonexistent/x.json"],
+            r"folder /nonexistent does not exist",
+        ),
+        (["bench", "--quick", "--no-torch", "--json", "{tmp}"], r"--json .*: is a directory"),
     ],
 )
-def test_bad_input_is_a_one_line_error(argv, pattern, capsys):
+def test_bad_input_is_a_one_line_error(argv, pattern, tmp_path, capsys):
+    (tmp_path / "bad.json").write_text('{"points":')
+    (tmp_path / "sub.py").write_text("")
+    argv = [a.replace("{tmp}", str(tmp_path)).replace("sub.py", str(tmp_path / "sub.py")) for a in argv]
     _assert_one_line_error(argv, pattern, capsys)
+
+
+def test_train_sizes_that_cannot_fit_are_a_one_line_error(tmp_path, capsys):
+    """before: MemoryError, "internal error", exit 1 (one 400000 x 400000 weight is 1.2 TiB: no
+    machine allocates it; the embeddings before it take about 0.5 GB)."""
+    argv = ["train", "--n-embd", "400000", "--n-head", "1", "--n-layer", "1", "--block-size", "8"]
+    argv += ["--max-iters", "1", "--no-progress", "--out-dir", str(tmp_path / "o")]
+    _assert_one_line_error(argv, r"error: out of memory: .*TiB.*; choose smaller sizes", capsys)
 
 
 def test_train_refuses_an_empty_or_uncreatable_out_dir(tmp_path, monkeypatch, capsys):

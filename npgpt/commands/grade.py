@@ -59,9 +59,11 @@ def add_arguments(parser):
     parser.add_argument(
         "--memory", type=int, default=2048, help="memory limit per component in MB (default 2048)"
     )
+    from .argtypes import at_least
+
     parser.add_argument(
         "--seed",
-        type=int,
+        type=at_least(0),
         default=None,
         help="seed for inputs and parameters (default: random, printed in the report)",
     )
@@ -114,8 +116,8 @@ def run(args):
     try:
         only = _components(args.only) if args.only else None
         rubric = Rubric.load(args.rubric)
-        if args.timeout <= 0 or args.memory < 64 or args.jobs < 1:
-            raise ValueError("--timeout must be > 0, --memory >= 64 (MB), --jobs >= 1")
+        if not 0 < args.timeout < float("inf") or args.memory < 64 or args.jobs < 1:  # nan fails too
+            raise ValueError("--timeout must be a finite number > 0, --memory >= 64 (MB), --jobs >= 1")
     except (ValueError, OSError) as e:
         return _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
     if args.gradescope_zip:
