@@ -59,8 +59,10 @@ def test_every_page_is_installed(installed):
     stems = {p.stem for p in (ROOT / "docs").glob("*.md")}
     got = {p.stem for p in installed.glob("*.md")}
     assert stems == got, f"pages not installed by setup.cfg's data_files: {sorted(stems - got)}"
-    for name in docs_cmd.PAGES:
-        assert docs_cmd.find_page(name).parent == installed, name
+    from npgpt.registry import COMPONENTS
+
+    for c in COMPONENTS:
+        assert docs_cmd.find_page(c.name).parent == installed, c.name
 
 
 @pytest.mark.parametrize(

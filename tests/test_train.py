@@ -326,3 +326,51 @@ def test_threads_reach_the_fast_path(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit) as e:
         main([*argv, "--threads", "0"])
     assert e.value.code == 2 and "--threads: must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_resume_refuses_a_shape_flag_that_differs_from_the_checkpoint(tmp_path, capsys):
+    c = tiny(tmp_path)
+    argv = ["train", "--data", c["data"], "--out-dir", c["out_dir"], "--block-size", "8", "--batch-size", "2"]
+    argv += ["--n-layer", "1", "--n-head", "2", "--n-embd", "8", "--eval-iters", "1", "--no-progress"]
+    assert main([*argv, "--max-iters", "2"]) == 0
+    capsys.readouterr()
+    for flag, value, saved in (
+        ("--n-embd", "16", "8"),
+        ("--block-size", "4", "8"),
+        ("--dtype", "float64", "float32"),
+    ):
+        resume = [
+            "train",
+            "--data",
+            c["data"],
+            "--out-dir",
+            c["out_dir"],
+            "--resume",
+            "--max-iters",
+            "3",
+            flag,
+            value,
+        ]
+        assert main(resume) == 2
+        err = capsys.readouterr().err
+        assert f"{flag} {value} differs from {c['out_dir']}/last's {saved}" in err, err
+    # the same values, given again, are fine; so is leaving them out
+    assert main([*argv, "--resume", "--max-iters", "3"]) == 0
+    assert "done at step 3" in capsys.readouterr().out
+
+
+def test_a_second_ctrl_c_during_the_stop_measurement_says_which_step_was_measured(
+    tmp_path, monkeypatch, capsys
+):
+    import functools
+
+    import npgpt.train as train_module
+
+    monkeypatch.setattr(train_module, "train", functools.partial(train, should_stop=lambda it: it == 7))
+    monkeypatch.setattr(train_module, "_loss_at_stop", lambda *a: None)  # as when cut short
+    c = tiny(tmp_path)
+    argv = ["train", "--data", c["data"], "--out-dir", c["out_dir"], "--block-size", "8", "--batch-size", "4"]
+    argv += ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--eval-interval", "5", "--eval-iters", "2"]
+    assert main([*argv, "--max-iters", "12", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "stopped at step 7: loss not measured; last evaluated at step 5: train loss" in out, out

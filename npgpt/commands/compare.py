@@ -36,7 +36,7 @@ def add_arguments(parser):
 
 
 def _die(msg):
-    print(f"npgpt compare: {msg}", file=sys.stderr)
+    print(f"npgpt compare: error: {msg}", file=sys.stderr)
     return 2
 
 

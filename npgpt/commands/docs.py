@@ -4,8 +4,9 @@ The pages are the docs/*.md of the repository, installed with the package (setup
 data_files puts them in <prefix>/share/npgpt/docs; a checkout reads docs/ itself), so a student
 who installed npgpt with pip has them too. Formulas are turned into Unicode text by pylatexenc
 (the `docs-text` extra); without it they are shown as LaTeX with the markup for names removed.
-PAGE is a component name (`layernorm`, `attention`, `loss`, ... or a class name such as
-`MultiHeadAttention`) or a page stem (`gradcheck`, `grading`); without one, the pages are listed.
+PAGE is a component's name in the registry (npgpt/registry.py: `layernorm`, `attention`,
+`crossentropy` alias `loss`, ..., or a class name such as `MultiHeadAttention`) or a page stem
+(`gradcheck`, `grading`); without one, the pages are listed.
 """
 
 import os
@@ -18,28 +19,8 @@ import textwrap
 HELP = "print a derivation page of the docs (e.g. `npgpt docs layernorm`) in the terminal"
 SITE = None  # the published docs site, if there is one; the pages come with the package anyway
 
-# component name -> page stem (the same stem as the module); class names and aliases accepted
-PAGES = {
-    "layernorm": "layernorm",
-    "gelu": "gelu",
-    "linear": "linear",
-    "dropout": "dropout",
-    "embedding": "embedding",
-    "feedforward": "feedforward",
-    "attention": "attention",
-    "block": "block",
-    "model": "model",
-    "crossentropy": "loss",
-}
-ALIASES = {
-    "multiheadattention": "attention",
-    "transformerblock": "block",
-    "gptmodel": "model",
-    "crossentropyloss": "crossentropy",
-    "loss": "crossentropy",
-}
 CHECKOUT = pathlib.Path(__file__).resolve().parents[2]  # a source tree, if npgpt runs from one
-OTHER = ("index", "gradcheck", "train", "grading", "bench", "api", "reference")
+OTHER = ("index", "gradcheck", "train", "grading", "bench", "api", "reference")  # not components
 
 
 def add_arguments(parser):
@@ -49,9 +30,13 @@ def add_arguments(parser):
 
 
 def component_name(name):
-    """The component name a page is asked for by (`MultiHeadAttention` -> `attention`)."""
-    key = ALIASES.get(name.lower(), name.lower())
-    return key if key in PAGES else name
+    """The registry's name of a component (`MultiHeadAttention` -> `attention`), else `name`."""
+    from ..registry import UnknownComponent, resolve
+
+    try:
+        return resolve(name).name
+    except UnknownComponent:
+        return name
 
 
 def page_dirs():
@@ -65,13 +50,16 @@ def page_dirs():
 
 
 def find_page(name):
-    """The path of page `name` (component, alias, class name or stem), or ValueError."""
-    key = name.lower()
-    key = ALIASES.get(key, key)
-    stem = PAGES.get(key, key if key in OTHER else None)
-    if stem is None:
-        names = ", ".join([*PAGES, *OTHER])
-        raise ValueError(f"no page named {name!r}; valid names: {names} (class names work too)")
+    """The path of page `name` (a registry name, alias or class name, or a page stem)."""
+    from ..registry import UnknownComponent, resolve
+
+    if name.lower() in OTHER:
+        stem = name.lower()
+    else:
+        try:
+            stem = resolve(name).stem  # the page has the stem of the component's files
+        except UnknownComponent as err:
+            raise ValueError(f"{err}; other pages: {', '.join(OTHER)}") from None
     for d in page_dirs():
         if (d / f"{stem}.md").is_file():
             return d / f"{stem}.md"
@@ -89,7 +77,7 @@ def _latex_to_text():
     def frac(node, l2tobj):  # a/b, with parentheses around a numerator or denominator of several terms
         parts = [l2tobj.nodelist_to_text([a]).strip() for a in node.nodeargd.argnlist[-2:]]
         parts = [f"({t})" if re.search(r"[\s+\-]", t) else t for t in parts]
-        return "/".join(parts)
+        return "/".join(parts) + " "
 
     db = get_default_latex_context_db().filter_context(keep_categories=None)
     db.add_context_category(
@@ -100,13 +88,36 @@ def _latex_to_text():
             MacroTextSpec("tag", simplify_repl=""),
             MacroTextSpec("frac", simplify_repl=frac),
             MacroTextSpec("tfrac", simplify_repl=frac),
+            MacroTextSpec("sum", simplify_repl=" ∑"),
         ],
     )
     return LatexNodes2Text(math_mode="text", latex_context=db, strict_latex_spaces=True).latex_to_text
 
 
+def _braced(tex, i):
+    """(content, end) of the {...} group that starts at tex[i] == "{", braces balanced."""
+    depth = 0
+    for j in range(i, len(tex)):
+        depth += {"{": 1, "}": -1}.get(tex[j], 0)
+        if depth == 0:
+            return tex[i + 1 : j], j + 1
+    return tex[i + 1 :], len(tex)
+
+
+def _underbraces(tex):
+    """\\underbrace{A}_{B} -> A (B): the label after the term it names."""
+    while (i := tex.find("\\underbrace{")) >= 0:
+        body, j = _braced(tex, i + len("\\underbrace"))
+        label = ""
+        if tex.startswith("_{", j):
+            label, j = _braced(tex, j + 1)
+        tex = tex[:i] + "{" + body + "}" + (f" \\ ({label})" if label else "") + tex[j:]
+    return tex
+
+
 def math_to_text(tex, convert):
     """One formula as terminal text: names in \\mathtt lose the markup, then `convert`."""
+    tex = _underbraces(tex)
     tex = re.sub(r"\\(?:mathtt|texttt|mathrm|text)\{([^{}]*)\}", r"{\1}", tex)
     tex = re.sub(r"\\(?:mathtt|texttt|mathrm|text)\{([^{}]*)\}", r"{\1}", tex)
     if convert is None:
@@ -158,9 +169,11 @@ def render(text, tex=False, docs_dir=None):
 
 def run(args):
     if args.page is None:
+        from ..registry import COMPONENTS
+
         print("pages (npgpt docs NAME):")
-        for name, stem in PAGES.items():
-            print(f"  {name:<13} {stem}.md")
+        for c in COMPONENTS:
+            print(f"  {c.name:<13} {c.stem}.md" + (f"  (also: {', '.join(c.aliases)})" if c.aliases else ""))
         for stem in OTHER:
             print(f"  {stem:<13} {stem}.md")
         if SITE:

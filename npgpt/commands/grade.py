@@ -198,7 +198,7 @@ def run(args):
     if not results or fmt == "text":
         sys.stdout.write(text)
     else:
-        print(f"{result.submission}: {result.score:g}/{result.max_score:g} -> {results}")
+        print(f"{sandbox.one_line(result.submission)}: {result.score:g}/{result.max_score:g} -> {results}")
     return 0
 
 

@@ -63,7 +63,7 @@ def _config_names():
 
 
 def _die(msg):
-    print(f"npgpt reference: {msg}", file=sys.stderr)
+    print(f"npgpt reference: error: {msg}", file=sys.stderr)
     return 2
 
 
@@ -157,7 +157,7 @@ def run(args):
             given = {k[len("param/") :]: v for k, v in given.items() if k.startswith("param/")}
             if not given:
                 return _die(f"--from {args.from_dump}: no param/<state_dict key> tensors in it")
-    except D.ReferenceError_ as e:
+    except D.DumpError as e:
         return _die(str(e))
     t0 = time.perf_counter()
     if args.gpt2:

@@ -7,9 +7,30 @@ loss at the step it stopped at, and exits. An OUT_DIR that already holds a check
 refused unless --resume or --force says what to do with it.
 """
 
+import argparse
+import json
+
 from ..errors import InputError
 
 HELP = "train a character-level GPT (nanoGPT's shakespeare_char CPU settings by default)"
+
+# flags that set the model's shape -> the checkpoint's name for them; --resume takes these (and
+# the dtype) from the checkpoint, so a differing one given with it is an error, not ignored
+SHAPE = {
+    "block_size": "context_length",
+    "n_layer": "n_layers",
+    "n_head": "n_heads",
+    "n_embd": "emb_dim",
+    "dropout": "drop_rate",
+}
+
+
+class _Given(argparse.Action):
+    """Stores the value and notes in `namespace.given` that the flag was given."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.given = getattr(namespace, "given", frozenset()) | {self.dest}
 
 
 def add_arguments(parser):
@@ -20,7 +41,9 @@ def add_arguments(parser):
 
     def flag(name, typ, help):
         key = name.replace("-", "_")
-        parser.add_argument(f"--{name}", type=typ, default=D[key], help=f"{help} (default: %(default)s)")
+        parser.add_argument(
+            f"--{name}", type=typ, default=D[key], action=_Given, help=f"{help} (default: %(default)s)"
+        )
 
     flag("block-size", at_least(1), "context length in tokens")
     flag("batch-size", at_least(1), "sequences per iteration")
@@ -51,8 +74,10 @@ def add_arguments(parser):
         "--dtype",
         choices=["float32", "float64"],
         default=D["dtype"],
+        action=_Given,
         help="parameter dtype (default: %(default)s)",
     )
+    parser.set_defaults(given=frozenset())
     parser.add_argument(
         "--init",
         choices=["nanogpt", "book"],
@@ -91,6 +116,8 @@ def run(args):
         raise InputError("--threads sets the fast path's threads; --reference runs without them")
     if cfg["n_embd"] % cfg["n_head"]:
         raise InputError(f"--n-embd ({cfg['n_embd']}) must be divisible by --n-head ({cfg['n_head']})")
+    if cfg["resume"]:
+        _check_resume_flags(cfg, args.given)
     r = train(cfg, progress=args.progress)
     losses = f"train loss {r['train_loss']:.4f}, val loss {r['val_loss']:.4f}"
     if r["interrupted"]:
@@ -105,3 +132,22 @@ def run(args):
     plot = f"; loss curve {r['plot']}" if r["plot"] else f"; no loss.png: {r['plot_note']}"
     print(f"checkpoints in {cfg['out_dir']}/{plot}")
     return 0
+
+
+def _check_resume_flags(cfg, given):
+    """A shape or dtype flag given with --resume must agree with the checkpoint's (which wins)."""
+    try:
+        with open(f"{cfg['out_dir']}/last.json", encoding="utf-8") as f:
+            saved = json.load(f)["config"]
+        model, dtype = saved["model"], saved["train"]["dtype"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # train() reports what is wrong with the checkpoint
+    for key in sorted(given):
+        if key not in SHAPE and key != "dtype":
+            continue
+        have = dtype if key == "dtype" else model.get(SHAPE[key])
+        if have != cfg[key]:
+            raise InputError(
+                f"--{key.replace('_', '-')} {cfg[key]} differs from {cfg['out_dir']}/last's {have}: "
+                "--resume keeps the checkpoint's model; leave the flag out, or start a new run"
+            )

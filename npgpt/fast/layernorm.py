@@ -65,8 +65,8 @@ class LayerNorm(reference.LayerNorm):
             # product with xhat; both are taken from dout and p, before dxhat is formed
             # forward: xhat = (x - mean(x)) / sqrt(var + eps), var over n = C or C - 1
             # eq. 9: dx = rstd * (dxhat - mean(dxhat) - xhat * sum(dxhat * xhat) / n)
-            #   term 1 is the direct path, term 2 the path through the mean,
-            #   term 3 the path through the variance
+            #   term1 (dxhat) is the direct path, term2 the path through the mean,
+            #   term3 the path through the variance
             term2 = np.einsum("ij,j->i", dout, scale)[:, None] * (1.0 / C)  # (rows, 1) mean(dxhat)
             term3 = np.einsum("ij,j->i", p, scale)[:, None] * (1.0 / n)  # (rows, 1) sum(dxhat xhat)/n
             np.multiply(dout, scale, out=dx)  # dxhat   eq. 8

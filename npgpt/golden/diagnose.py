@@ -4,9 +4,9 @@ The reference step is run again in float64 from the dump's parameters and inputs
 module call's inputs, output, dout and dx kept (record.py). For the diverging tensor, each
 module call that produced it (an `act/`) or added into it (a `dact/`: the calls whose backward
 finished just before it) is asked for its known mistakes: the same call's output or dx from a
-mutant, the reference class with one step overridden (the mistakes the grader recognizes). A
-mistake is named when the other implementation's tensor agrees with the mistaken value and not
-with the reference. Non-finite values are checked against what overflows: exp of the largest
+mutant, the reference class with one step overridden (npgpt/mistakes.py, the catalogue the
+grader reads too). A mistake is named when the other implementation's tensor agrees with the
+mistaken value and not with the reference. Non-finite values are checked against what overflows: exp of the largest
 attention score or logit in the other implementation's dtype.
 """
 
@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from .. import mistakes
 from ..layers.attention import MultiHeadAttention
 from ..layers.gelu import GELU
 from ..layers.layernorm import LayerNorm
@@ -44,109 +45,49 @@ def rerun(ref, manifest):
     return rec
 
 
-# ---- each component's known mistakes, as mutants of the reference -----------------------------
+# ---- each component's known mistakes, from npgpt/mistakes.py (shared with the grader) -----------
 # A mutant is the reference class with one step overridden (npgpt/layers/*.py name their steps:
-# LayerNorm.rstd, GELU.du_dx, MultiHeadAttention.scores, ...). It runs on a copy of the module
-# the call used, on the call's own input (and dout): "out" mistakes change the forward output,
-# "dx" mistakes the gradient the backward returns.
-S2PI = math.sqrt(2.0 / math.pi)
-COEF = 0.044715
-_erf = np.vectorize(math.erf)
-
-
-def _ln_input_grad(term2=True, term3=True, scaled=True):
-    def input_grad(self, dxhat, xhat, rstd, n):
-        if not scaled:  # dxhat = dout, the scale never multiplied in
-            dxhat = dxhat / np.where(self.scale.data == 0, 1.0, self.scale.data)
-        dx = dxhat.copy()
-        if term2:
-            dx -= dxhat.mean(-1, keepdims=True)
-        if term3:
-            dx -= xhat * (dxhat * xhat).sum(-1, keepdims=True) / n
-        return dx * rstd
-
-    return input_grad
-
-
-def _ln_plain_forward(self, x):
-    LayerNorm.forward(self, x)
-    return self.cache.xhat.copy()
-
-
-def _gelu_forward(f):
-    def forward(self, x):
-        GELU.forward(self, x)
-        return f(np.asarray(x, np.float64))
-
-    return forward
-
-
-def _linear_t_forward(self, x):
-    self.cache = x.copy()
-    return x @ self.weight.data + (self.bias.data if self.bias is not None else 0.0)
-
-
-def _linear_t_backward(self, dout):
-    return dout @ self.weight.data.T
-
-
-def _softmax_no_shift(self, masked):
-    e = np.exp(masked)
-    return e / e.sum(-1, keepdims=True)
-
-
-MUTANTS = {  # class -> (description, "out" | "dx", {step: replacement} or a function of the module)
+# LayerNorm.rstd, LayerNorm.mean_term, GELU.du_dx, MultiHeadAttention.scores, ...) or the
+# reference with one setting changed. It runs on a copy of the module the call used, on the
+# call's own input (and dout): "out" mistakes change the forward output, "dx" mistakes the
+# gradient the backward returns. `npgpt grade` and `npgpt compare` recognize the same mistakes in
+# the same way.
+# class -> (description, "out" | "dx", a mistake class, or a change to a copy of the module)
+MUTANTS = {
     LayerNorm: [
-        ("LayerNorm: eps added outside the square root (use 1/sqrt(var + eps))", "out",
-         {"rstd": lambda self, var: 1.0 / (np.sqrt(var) + self.eps)}),
+        ("LayerNorm: eps added outside the square root (use 1/sqrt(var + eps))", "out", mistakes.EpsOutsideTheRoot),
         ("LayerNorm: the unbiased variance (divided by C - 1, LayerNorm divides by C)", "out",
-         {"variance": lambda self, xmu, n: (xmu * xmu).sum(-1, keepdims=True) / (xmu.shape[-1] - 1)}),
-        ("LayerNorm: no scale and shift applied", "out", {"forward": _ln_plain_forward}),
+         mistakes.unbiased_variance),
+        ("LayerNorm: no scale and shift applied", "out", mistakes.unit_norm),
         ("LayerNorm backward: the mean term is missing (dx lacks - mean(dxhat) over the row)", "dx",
-         {"input_grad": _ln_input_grad(term2=False)}),
+         mistakes.NoMeanTerm),
         ("LayerNorm backward: the variance term is missing (dx lacks - xhat * mean(dxhat * xhat) over the row)",
-         "dx", {"input_grad": _ln_input_grad(term3=False)}),
-        ("LayerNorm backward: dout not multiplied by scale (dxhat = dout * scale)", "dx",
-         {"input_grad": _ln_input_grad(scaled=False)}),
+         "dx", mistakes.NoVarianceTerm),
+        ("LayerNorm backward: dout not multiplied by scale (dxhat = dout * scale)", "dx", mistakes.unit_scale),
     ],
     GELU: [
-        ("GELU: the exact erf GELU (GPT-2 uses the tanh approximation)", "out",
-         {"forward": _gelu_forward(lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))))}),
-        ("GELU: the 0.044715 x^3 term is missing", "out", {"u": lambda self, x: S2PI * x}),
-        ("GELU: the sigmoid form x * sigmoid(1.702 x)", "out",
-         {"forward": _gelu_forward(lambda x: x / (1.0 + np.exp(-1.702 * x)))}),
+        *((f"GELU: the {desc}", "out", cls) for desc, cls in mistakes.GELU_FORWARDS.items()),
         ("GELU backward: the factor 3 is missing from the cubic term's derivative "
-         "(du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2))", "dx",
-         {"du_dx": lambda self, x: S2PI * (1.0 + COEF * (x * x))}),
-        ("GELU backward: the cubic term's derivative is missing (du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2))",
-         "dx", {"du_dx": lambda self, x: S2PI + 0.0 * x}),
-        ("GELU backward: the 1 - tanh^2 factor is missing (d tanh(u)/du = 1 - tanh(u)^2)", "dx",
-         {"local_grad": lambda self, x, t: 0.5 * (1.0 + t) + 0.5 * x * self.du_dx(x)}),
-        ("GELU backward: the product rule's 0.5 (1 + tanh(u)) term is missing", "dx",
-         {"local_grad": lambda self, x, t: 0.5 * x * (1.0 - t * t) * self.du_dx(x)}),
-        ("GELU backward: the exact-erf derivative Phi(x) + x phi(x) instead of the tanh form's", "dx",
-         {"local_grad": lambda self, x, t: 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))
-          + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)}),
+         "(du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2))", "dx", mistakes.NoThree),
+        *((f"GELU backward: {desc}", "dx", cls) for desc, cls in mistakes.GELU_BACKWARDS.items()),
     ],
     Linear: [
         ("Linear: the weight used transposed (out = x @ W + b; a Linear computes x @ W^T + b)", "out",
-         {"forward": _linear_t_forward}),
+         mistakes.transposed_weight),
         ("Linear backward: the weight used transposed (dx = dout @ W^T; it should be dout @ W)", "dx",
-         {"backward": _linear_t_backward}),
+         mistakes.transposed_weight),
     ],
     MultiHeadAttention: [
-        ("attention: the causal mask not applied (a token sees later tokens)", "out",
-         lambda m: m.register_buffer("mask", np.zeros_like(m.mask))),
-        ("attention: scores not scaled by 1/sqrt(head_dim)", "out",
-         {"scores": lambda self, q, k: q @ k.swapaxes(-2, -1)}),
-        ("attention: scores scaled by 1/head_dim, not 1/sqrt(head_dim)", "out",
-         {"scores": lambda self, q, k: (q @ k.swapaxes(-2, -1)) / self.head_dim}),
+        ("attention: the causal mask not applied (a token sees later tokens)", "out", mistakes.no_mask),
+        ("attention: scores not scaled by 1/sqrt(head_dim)", "out", mistakes.NoScaleForward),
+        ("attention: scores scaled by 1/head_dim, not 1/sqrt(head_dim)", "out", mistakes.ScoresOverHeadDim),
         ("attention: scores scaled by 1/sqrt(emb_dim), not 1/sqrt(head_dim)", "out",
-         {"scores": lambda self, q, k: (q @ k.swapaxes(-2, -1)) / math.sqrt(self.d_out)}),
+         mistakes.ScoresOverSqrtEmbDim),
         ("attention backward: softmax treated as elementwise (att * (1 - att) instead of the Jacobian)", "dx",
-         {"softmax_backward": lambda self, datt, att: datt * att * (1.0 - att)}),
-        ("attention backward: the 1/sqrt(head_dim) scaling missing", "dx",
-         {"scores_backward": lambda self, ds, q, k: (ds @ k, ds.swapaxes(-2, -1) @ q)}),
+         mistakes.ElementwiseSoftmax),
+        ("attention backward: the 1/sqrt(head_dim) scaling missing", "dx", mistakes.NoScaleBackward),
+        ("attention backward: the mask ignored (softmax of the unmasked scores)", "dx",
+         mistakes.UnmaskedSoftmaxBackward),
     ],
 }  # fmt: skip
 
@@ -158,10 +99,10 @@ def _mutant(module, change):
         sub.__dict__.pop("forward", None)
         sub.__dict__.pop("backward", None)
         sub.__dict__.pop("_hooks", None)
-    if callable(change):
-        change(m)
+    if isinstance(change, type):
+        m.__class__ = change  # a subclass of the reference class with one step overridden
     else:
-        m.__class__ = type(f"Mistaken{type(module).__name__}", (type(module),), dict(change))
+        change(m)  # other parameter values or buffers
     return m
 
 
@@ -185,14 +126,12 @@ def _variants(call):
 
 
 def _max_score(call):
-    """The largest attention score q.k / sqrt(hs) a token may see, from the reference's q and k."""
-    m, x = call.module, call.inputs[0]
-    B, T, _ = x.shape
-    split = lambda t: t.reshape(B, T, m.num_heads, m.head_dim).transpose(0, 2, 1, 3)  # noqa: E731
-    q = split(m.W_query.forward(x)) / math.sqrt(m.head_dim)
-    k = split(m.W_key.forward(x))
-    s = q @ k.swapaxes(-1, -2)  # (B, nh, T, T)
-    return float(np.max(np.where(np.triu(np.ones((T, T), bool), 1), -np.inf, s)))
+    """The largest attention score q.k / sqrt(hs) a token may see: the row max that a softmax
+    without the max shift leaves out (the reference's own scores, mask and row max)."""
+    m = _mutant(call.module, mistakes.NoMaxShift)
+    with np.errstate(all="ignore"):
+        m.forward(call.inputs[0])
+    return m.skipped
 
 
 def diagnose(name, theirs, ref, manifest, allowed):
@@ -247,8 +186,11 @@ def diagnose(name, theirs, ref, manifest, allowed):
         for desc, k, thunk in _variants(call):
             if k != kind:
                 continue
-            with np.errstate(all="ignore"):
-                alt = np.asarray(thunk(), np.float64)
+            try:
+                with np.errstate(all="ignore"):
+                    alt = np.asarray(thunk(), np.float64)
+            except (ValueError, TypeError, IndexError, FloatingPointError):
+                continue  # a mistake that cannot even run on this call's shapes is not this one
             if kind == "dx":  # theirs = ref + (their dx - our dx) when only this call's dx is wrong
                 alt = r + (alt - np.asarray(call.dx, np.float64))
             if alt.shape != t.shape:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
 from ..layers.dropout import Dropout
 from ..layers.layernorm import LayerNorm
 from ..model import GPT_CONFIG_124M, GPTModel
@@ -43,34 +44,32 @@ CONFIGS = {  # the book's GPT_CONFIG_124M and its ch. 5 sizes; tiny ones for tes
 ADAMW = {"lr": 1e-3, "betas": [0.9, 0.99], "eps": 1e-8, "weight_decay": 0.1, "grad_clip": 1.0}
 
 
-class ReferenceError_(ValueError):
+class DumpError(InputError):
     """Bad arguments or a size that cannot fit: a one-line message for the CLI (exit 2)."""
 
 
 def check_config(cfg, where):
     """A cfg dict with GPTModel's keys, checked: -> a clean copy."""
     if not isinstance(cfg, dict):
-        raise ReferenceError_(f"{where}: expected a JSON object with keys {', '.join(CFG_KEYS)}")
+        raise DumpError(f"{where}: expected a JSON object with keys {', '.join(CFG_KEYS)}")
     missing = [k for k in CFG_KEYS if k not in cfg and k != "qkv_bias"]
     if missing:
-        raise ReferenceError_(f"{where}: missing key(s) {', '.join(missing)}")
+        raise DumpError(f"{where}: missing key(s) {', '.join(missing)}")
     out = {}
     for k in ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers"):
         v = cfg[k]
         if not (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 10**7):
-            raise ReferenceError_(f"{where}: {k} must be an integer in [1, 10^7], got {v!r}")
+            raise DumpError(f"{where}: {k} must be an integer in [1, 10^7], got {v!r}")
         out[k] = v
     if out["emb_dim"] % out["n_heads"]:
-        raise ReferenceError_(
-            f"{where}: emb_dim {out['emb_dim']} is not divisible by n_heads {out['n_heads']}"
-        )
+        raise DumpError(f"{where}: emb_dim {out['emb_dim']} is not divisible by n_heads {out['n_heads']}")
     d = cfg["drop_rate"]
     if not (isinstance(d, (int, float)) and not isinstance(d, bool) and 0.0 <= d < 1.0):
-        raise ReferenceError_(f"{where}: drop_rate must be a number in [0, 1), got {d!r}")
+        raise DumpError(f"{where}: drop_rate must be a number in [0, 1), got {d!r}")
     out["drop_rate"] = float(d)
     q = cfg.get("qkv_bias", False)
     if not isinstance(q, bool):
-        raise ReferenceError_(f"{where}: qkv_bias must be true or false, got {q!r}")
+        raise DumpError(f"{where}: qkv_bias must be true or false, got {q!r}")
     out["qkv_bias"] = q
     return out
 
@@ -118,9 +117,7 @@ def build_inputs(cfg, B, T, seed, tokens=None):
         return rng.integers(0, cfg["vocab_size"], (B, T)), rng.integers(0, cfg["vocab_size"], (B, T))
     tokens = np.asarray(tokens, np.int64)
     if len(tokens) < B * T + 1:
-        raise ReferenceError_(
-            f"--text gives {len(tokens)} tokens; --batch {B} --seq-len {T} needs {B * T + 1}"
-        )
+        raise DumpError(f"--text gives {len(tokens)} tokens; --batch {B} --seq-len {T} needs {B * T + 1}")
     ids = tokens[: B * T].reshape(B, T)
     targets = tokens[1 : B * T + 1].reshape(B, T)
     return ids, targets

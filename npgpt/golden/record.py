@@ -47,7 +47,13 @@ def record_step(model, ids, targets, keep_calls=False):
     """Run forward, loss, backward on `model` (gradients zeroed first) -> Recording.
 
     Parameter and gradient entries are the model's own arrays (not copies): copy them before
-    changing the model (recorded_params_copy)."""
+    changing the model (copy_params_and_grads)."""
+    for path, mod in model.named_modules():  # the golden numbers are the reference's, never the fast path's
+        if type(mod).__module__.startswith("npgpt.fast"):
+            raise ValueError(
+                f"record_step: {path or 'the model'} is {type(mod).__name__} from {type(mod).__module__}; "
+                "golden dumps run on the reference modules (npgpt.fast.reference(model) switches back)"
+            )
     model.zero_grad()
     events = []  # (phase, kind, path, k, array) in the order they happen
     counts, back_counts, calls, timeline = {}, {}, {}, []
@@ -66,7 +72,8 @@ def record_step(model, ids, targets, keep_calls=False):
             if isinstance(mod, Dropout) and cache is not None and cache.mask is not None:
                 events.append(("forward", "mask", path, k, cache.mask.astype(np.uint8)))
             events.append(("forward", "act", path, k, _copy(out)))
-            calls[(path, k)] = Call(path, k, mod, tuple(inputs) if keep_calls else None, None, cache)
+            kept = tuple(_copy(a) if isinstance(a, np.ndarray) else a for a in inputs) if keep_calls else None
+            calls[(path, k)] = Call(path, k, mod, kept, None, cache)
 
         return hook
 
@@ -81,9 +88,10 @@ def record_step(model, ids, targets, keep_calls=False):
             if k is None:  # no cache to match: the last forward call is the first backward
                 k = n - 1 - back_counts.get(path, 0)
             back_counts[path] = back_counts.get(path, 0) + 1
-            events.append(("backward", "dact", path, k, _copy(grad_output[0])))
+            dout = _copy(grad_output[0])
+            events.append(("backward", "dact", path, k, dout))
             if keep_calls:
-                calls[(path, k)].dout = grad_output[0]
+                calls[(path, k)].dout = dout
                 timeline.append(("pre", path, k))
             mod.__dict__.setdefault("_golden_k", []).append(k)
 
@@ -93,7 +101,7 @@ def record_step(model, ids, targets, keep_calls=False):
         def hook(mod, grad_input, grad_output):
             k = mod.__dict__["_golden_k"].pop()
             if keep_calls:
-                calls[(path, k)].dx = grad_input[0]
+                calls[(path, k)].dx = _copy(grad_input[0])  # a caller may add into it in place
                 timeline.append(("post", path, k))
             for p in mod._parameters.values():
                 if p is not None:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
+
 # safetensors dtype codes <-> NumPy, little-endian
 ST_DTYPES = {
     "F64": "<f8",
@@ -29,11 +31,19 @@ ST_DTYPES = {
     "BOOL": "?",
 }
 NP_TO_ST = {np.dtype(v).str.replace("|", ""): k for k, v in ST_DTYPES.items()}
+BF16 = ("BF16", "bfloat16")  # read (as float32, exactly), never written: NumPy has no bfloat16
+
+
+def _from_bf16(raw):
+    """bfloat16 bit patterns (uint16) -> float32: they are float32's upper 16 bits."""
+    return (raw.astype(np.uint32) << 16).view(np.float32)
+
+
 MAX_HEADER = 100 * 2**20  # the reference's own header is ~100 bytes per tensor
 MAP_NAME = "tensors.json"  # the name map of a folder
 
 
-class TensorFileError(ValueError):
+class TensorFileError(InputError):
     """A file that is not what it claims to be: one line, naming the file and the problem."""
 
 
@@ -109,13 +119,14 @@ def read_safetensors(path):
         if not isinstance(entry, dict):
             _fail(path, f"tensor {name!r}: header entry is not an object")
         code, shape, offs = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-        if code not in ST_DTYPES:
-            _fail(path, f"tensor {name!r}: unknown dtype {str(code)[:20]!r} (known: {', '.join(ST_DTYPES)})")
+        if code not in ST_DTYPES and code != "BF16":
+            known = ", ".join([*ST_DTYPES, "BF16"])
+            _fail(path, f"tensor {name!r}: unknown dtype {str(code)[:20]!r} (known: {known})")
         if not _shape_ok(shape):
             _fail(path, f"tensor {name!r}: shape {str(shape)[:60]} is not a list of non-negative ints")
         if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int for o in offs)):
             _fail(path, f"tensor {name!r}: data_offsets {str(offs)[:60]} is not [begin, end]")
-        dt = np.dtype(ST_DTYPES[code])
+        dt = np.dtype("<u2" if code == "BF16" else ST_DTYPES[code])
         nbytes = math.prod(shape) * dt.itemsize
         b, e = offs
         if not 0 <= b <= e <= data_size:
@@ -133,6 +144,8 @@ def read_safetensors(path):
             if nbytes
             else np.zeros(tuple(shape), dt)
         )
+        if code == "BF16":
+            out[name] = _from_bf16(out[name])
     return out, meta
 
 
@@ -172,6 +185,9 @@ def read_folder(path):
         if root not in fp.parents:
             _fail(mp, f"tensor {name!r}: file {ent['file']!r} is outside the folder")
         dtype, shape = ent.get("dtype"), ent.get("shape")
+        bf16 = dtype in BF16
+        if bf16:
+            dtype = "<u2"
         if dtype is not None:
             try:
                 dtype = np.dtype(ST_DTYPES.get(dtype, dtype))
@@ -181,6 +197,8 @@ def read_folder(path):
                 _fail(mp, f"tensor {name!r}: dtype {dtype} is not a number type")
         if shape is not None and not _shape_ok(shape):
             _fail(mp, f"tensor {name!r}: shape {str(shape)[:60]} is not a list of non-negative ints")
+        if fp.suffix == ".npy" and bf16:
+            _fail(mp, f"tensor {name!r}: bfloat16 is read from a raw .bin file, not a .npy")
         if fp.suffix == ".npy":
             try:
                 a = np.load(fp, allow_pickle=False, mmap_mode="r")
@@ -202,6 +220,7 @@ def read_folder(path):
             if size != need:
                 _fail(fp, f"tensor {name!r}: {size} bytes, but shape {shape} of {dtype.name} needs {need}")
             a = np.fromfile(fp, dtype).reshape(shape) if need else np.zeros(shape, dtype)
+            a = _from_bf16(a) if bf16 else a
         else:
             _fail(mp, f"tensor {name!r}: file {ent['file']!r} is neither .npy nor .bin")
         out[name] = a

@@ -47,7 +47,7 @@ SPECS = {comp.name: Spec(comp) for comp in supported("grade")}  # in registry or
 
 def reference_module(spec, rng=None, cls=None, **changes):
     """The reference class (npgpt/layers/, npgpt/loss.py), or its subclass `cls` (a mistake of
-    variants.py), built with the spec's constructor arguments; `changes` are keywords on top."""
+    npgpt/mistakes.py), built with the spec's constructor arguments; `changes` are keywords on top."""
     cls = cls or resolve(spec.key).cls
     if "rng" in inspect.signature(cls).parameters:
         changes["rng"] = rng

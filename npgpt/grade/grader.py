@@ -8,8 +8,10 @@ computed here (scoring.py). Points are exact fractions until the end, where they
 """
 
 import ast
+import errno
 import os
 import secrets
+import stat
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -177,13 +179,17 @@ def grade(
     try:
         if unreadable:
             raise OSError(unreadable)
-        with open(submission, "rb") as f:
+        fd = os.open(submission, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise OSError("not a regular file")
             raw = f.read(MAX_SOURCE + 1)
         if len(raw) > MAX_SOURCE:
             raise OSError(f"the file is larger than {MAX_SOURCE >> 20} MiB")
         found, syntax = detect(raw.decode("utf-8", "replace"), submission)
     except OSError as e:
-        found, syntax = {}, unreadable or f"cannot read the submission: {e.strerror or e}"
+        why = "it is a symbolic link" if e.errno == errno.ELOOP else e.strerror or str(e)
+        found, syntax = {}, unreadable or f"cannot read the submission: {why}"
     keys = list(only) if only else [k for k in SPECS if k in found]
     if not keys:
         keys = list(SPECS)
@@ -193,7 +199,7 @@ def grade(
             else "the submission defines none of the graded classes or function pairs "
             f"({', '.join(s.cls for s in SPECS.values())}); every component scores 0"
         )
-    jail = sandbox.Jail(submission, box) if found and not syntax else None
+    jail = sandbox.Jail(submission, box, raw) if found and not syntax else None
     try:
         for key in keys:
             spec = SPECS[key]

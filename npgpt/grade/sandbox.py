@@ -6,10 +6,13 @@ Three modes (docs/grading.md, "Security"):
   namespaces, a read-only file system holding only /usr (with every site-packages and
   dist-packages folder hidden under an empty tmpfs), numpy, the harness, the stub npgpt package,
   the submission and its inputs, and a private tmpfs for /tmp. Run as root, the child also drops
-  to a uid of its own (setpriv); run as a user, bwrap maps it into a user namespace.
+  to a uid of its own (setpriv); run as a user, bwrap maps it into a user namespace. The seccomp
+  filter of "user" mode applies too (no keyrings: they belong to the uid, not to a namespace).
 - "user": the grader is root but namespaces are blocked (Docker's default seccomp profile). The
-  child runs under a uid of its own that owns nothing, with rlimits; every process of that uid is
-  killed after each component. Files the grader's user alone can read stay unreadable to it.
+  child runs under a uid of its own that owns nothing, with rlimits; after each component every
+  process of that uid is killed, and what it left in world-writable folders and its SysV IPC
+  objects (which outlive processes) are removed. Files the grader's user alone can read stay
+  unreadable to it.
 - "none": neither is available (a student on a laptop). Grading still runs, but the report says
   on its first line that the run is not isolated.
 
@@ -38,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unicodedata
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,7 +60,7 @@ HEADER_LIMIT = 64 << 10  # bytes of one frame's JSON header
 ARRAY_LIMIT = 8 << 20  # bytes of one array
 MAX_ARRAYS = 64  # arrays in one frame
 MAX_FRAMES = 512
-STAGES = ("import", "forward", "backward", "again", "fd", "done", "probe")
+STAGES = ("import", "forward", "backward", "again", "fd", "done")
 STUB_FILES = ("module.py", "_checks.py", "gradcheck.py", os.path.join("layers", "dropout.py"))
 
 STUB_INIT = '''"""npgpt while grading: Module, Parameter, Sequential, Dropout, numerical_gradient, gradcheck."""
@@ -125,6 +129,17 @@ def _bwrap_works():
             except (OSError, subprocess.TimeoutExpired) as e:
                 _probe_cache["bwrap"] = (False, f"bwrap fails here: {e}")
     return _probe_cache["bwrap"]
+
+
+@functools.lru_cache(maxsize=4)
+def _bwrap_has(option):
+    try:
+        p = subprocess.run(
+            [shutil.which("bwrap") or "bwrap", "--help"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return option in p.stdout + p.stderr
 
 
 def choose(requested="auto"):
@@ -214,6 +229,9 @@ class Cgroup:
         self.dirs, self.v2 = [], False
         name = f"npgpt-grade-{os.getpid()}-{time.monotonic_ns()}"
         parent = _cg2_parent()
+        for d in (parent, "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids"):
+            if d:
+                _sweep(d, "npgpt-grade-", rmdir=True)
         try:
             if parent:
                 self.v2 = True
@@ -286,6 +304,27 @@ class Cgroup:
                     time.sleep(0.01)
 
 
+def _sweep(folder, prefix, rmdir=False):
+    """Remove what graders that died (SIGKILL, power loss) left: `prefix` + their pid + "-"."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for e in entries:
+        m = re.match(re.escape(prefix) + r"(\d+)-", e.name)
+        if not m or os.path.exists(f"/proc/{m.group(1)}"):
+            continue
+        try:
+            if e.stat(follow_symlinks=False).st_uid != os.geteuid() or not e.is_dir(follow_symlinks=False):
+                continue
+            if rmdir:
+                os.rmdir(e.path)  # an empty cgroup; one with processes left stays
+            else:
+                shutil.rmtree(e.path, ignore_errors=True)
+        except OSError:
+            pass
+
+
 def _put(d, name, value, must=True):
     try:
         with open(os.path.join(d, name), "w") as f:
@@ -302,17 +341,27 @@ def _kill(pid):
         pass
 
 
-# --- seccomp: no sockets in "user" mode (there is no network namespace to take them away) -------
+# --- seccomp: no sockets, no ptrace, no io_uring, no kernel keyrings -------------------------
 
-_ARCH = {"x86_64": (0xC000003E, 41, 101, 425), "aarch64": (0xC00000B7, 198, 117, 425)}
+# audit arch, then socket, ptrace, io_uring_setup, add_key, request_key, keyctl
+_ARCH = {
+    "x86_64": (0xC000003E, 41, 101, 425, 248, 249, 250),
+    "aarch64": (0xC00000B7, 198, 117, 425, 217, 218, 219),
+}
 
 
 def _seccomp_program():
-    """A classic-BPF filter failing socket(), ptrace() and io_uring_setup() with EACCES, or None."""
+    """A classic-BPF filter failing socket(), ptrace(), io_uring_setup() and the keyring calls
+    (add_key, request_key, keyctl) with EACCES, or None.
+
+    Sockets: "user" mode has no network namespace to take them away. Keyrings: they belong to the
+    uid (and the session keyring is the grader's), not to a namespace, and outlive the sandbox: a
+    child could leave a note there for the next submission graded under the same uid.
+    """
     arch = _ARCH.get(os.uname().machine)
     if arch is None:
         return None
-    audit, nr_socket, nr_ptrace, nr_uring = arch
+    audit, *denied = arch
     ld, jeq, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
     allow, deny = 0x7FFF0000, 0x00050000 | errno.EACCES  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO
     prog = [
@@ -320,12 +369,9 @@ def _seccomp_program():
         (jeq, 1, 0, audit),
         (ret, 0, 0, allow),  # another ABI (x32, compat): leave it (bwrap's namespaces are the defence)
         (ld, 0, 0, 0),  # syscall number
-        (jeq, 3, 0, nr_socket),
-        (jeq, 2, 0, nr_ptrace),
-        (jeq, 1, 0, nr_uring),
-        (ret, 0, 0, allow),
-        (ret, 0, 0, deny),
     ]
+    prog += [(jeq, len(denied) - i, 0, nr) for i, nr in enumerate(denied)]  # a match: to `deny`
+    prog += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
     return b"".join(struct.pack("HBBI", *ins) for ins in prog)
 
 
@@ -343,6 +389,13 @@ def _install_seccomp(code):
     if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
         return False
     return libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+
+
+def _parent_death_signal():
+    """prctl(PR_SET_PDEATHSIG, SIGKILL): the child dies if the grader does."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)
 
 
 # --- the uid of a sandbox -----------------------------------------------------------------------
@@ -395,7 +448,7 @@ def kill_uid(uid, deadline):
         time.sleep(0.01)
 
 
-SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
 
 
 def remove_files_of(uid):
@@ -404,6 +457,7 @@ def remove_files_of(uid):
     "user" mode only: the sandbox uid may create entries there (RLIMIT_FSIZE keeps them empty).
     Entries are matched by owner with lstat and removed without following links.
     """
+    rm = shutil.which("rm") or "/bin/rm"
     for d in sorted({tempfile.gettempdir(), *SHARED_WRITABLE}):
         try:
             entries = list(os.scandir(d))
@@ -414,10 +468,43 @@ def remove_files_of(uid):
                 if e.stat(follow_symlinks=False).st_uid != uid:
                     continue
                 if e.is_dir(follow_symlinks=False):
-                    shutil.rmtree(e.path, ignore_errors=True)
+                    # rm (fts), not shutil.rmtree: a tree thousands of folders deep makes rmtree's
+                    # recursion raise RecursionError in the grader (Python < 3.12).
+                    subprocess.run([rm, "-rf", "--one-file-system", "--", e.path], check=False, timeout=120)
                 else:
                     os.unlink(e.path)
-            except OSError:
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+
+
+def remove_ipc_of(uid):
+    """Remove every SysV shared-memory segment, message queue and semaphore set `uid` owns.
+
+    "user" mode only (bwrap's IPC namespace dies with the sandbox): these outlive every process,
+    and a segment touched then detached holds memory that no rlimit of any process counts.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for kind, idcol in (("shm", "shmid"), ("msg", "msqid"), ("sem", "semid")):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                head, *rows = [line.split() for line in f]
+            col = {name: i for i, name in enumerate(head)}
+            ids, owner, creator = col[idcol], col["uid"], col["cuid"]
+        except (OSError, KeyError, ValueError):
+            continue
+        for row in rows:
+            try:
+                if uid not in (int(row[owner]), int(row[creator])):
+                    continue
+                if kind == "shm":
+                    libc.shmctl(int(row[ids]), 0, None)  # IPC_RMID: gone at the last detach
+                elif kind == "msg":
+                    libc.msgctl(int(row[ids]), 0, None)
+                else:
+                    libc.semctl(int(row[ids]), 0, 0)
+            except (IndexError, ValueError):
                 pass
 
 
@@ -518,6 +605,8 @@ def _ns_flags():
     flags = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     if os.geteuid() != 0:
         flags.append("--unshare-user")
+        if _bwrap_has("--disable-userns"):  # bubblewrap >= 0.8: no nested user namespaces
+            flags.append("--disable-userns")
     # --as-pid-1: the worker is the namespace's init, so it has no parent to attack, and when it
     # ends, every process it left behind ends with it.
     return flags + ["--die-with-parent", "--new-session", "--as-pid-1"]
@@ -549,23 +638,33 @@ def _fs_flags(jail):
 class Jail:
     """A folder with the stub package, the worker, the submission and (per run) the inputs.
 
-    Owned by the grader and read-only to the child in every mode. In "user" mode the child reads
-    it at its host path; in "bwrap" mode it is mounted at /sandbox.
+    `source` is the submission's bytes as the grader read them (never the path again: a file
+    swapped for a link after the read changes nothing).
+
+        Owned by the grader and read-only to the child in every mode. In "user" mode the child reads
+        it at its host path; in "bwrap" mode it is mounted at /sandbox.
     """
 
-    def __init__(self, submission, sandbox):
+    def __init__(self, submission, sandbox, source):
         self.sandbox = sandbox
         self.slot = UidSlot() if os.geteuid() == 0 and sandbox.mode in ("bwrap", "user") else None
-        self.root = tempfile.mkdtemp(prefix="npgpt-jail-")
+        _sweep(tempfile.gettempdir(), "npgpt-jail-")
+        self.root = tempfile.mkdtemp(prefix=f"npgpt-jail-{os.getpid()}-")
         try:
-            self._build(submission)
+            self._build(submission, source)
+            # Only this sandbox may enter: as root, the folder's group is the sandbox's own gid
+            # (another submission graded at the same time has another); else the user alone.
+            if self.slot:
+                os.chown(self.root, 0, self.slot.uid)
+                os.chmod(self.root, 0o750)
+            else:
+                os.chmod(self.root, 0o700)
         except BaseException:
             self.close()
             raise
 
-    def _build(self, submission):
-        sandbox = self.sandbox
-        os.chmod(self.root, 0o755)
+    def _build(self, submission, source):
+        sandbox = self.sandbox  # self.root stays 0700 (mkdtemp) until it is complete
         lib = os.path.join(self.root, "lib")
         stub = os.path.join(lib, "npgpt")
         os.makedirs(os.path.join(stub, "layers"))
@@ -578,7 +677,8 @@ class Jail:
         shutil.copyfile(WORKER, os.path.join(lib, "npgpt_worker.py"))
         os.makedirs(os.path.join(self.root, "sub"))
         self.sub_name = re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(submission)) or "submission.py"
-        shutil.copyfile(submission, os.path.join(self.root, "sub", self.sub_name))
+        with open(os.path.join(self.root, "sub", self.sub_name), "wb") as f:
+            f.write(source)
         self.inputs = os.path.join(self.root, "in")
         os.makedirs(self.inputs)
         site_dir = os.path.join(self.root, "site")
@@ -645,6 +745,7 @@ def _preexec(memory_bytes, cpu_seconds, cgroup, uid, nproc, seccomp=None):
             os.setgroups([])
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)
+            _parent_death_signal()  # after the uid change, which clears it
         if seccomp and not _install_seccomp(seccomp):
             os._exit(121)  # never run the submission with sockets when it was meant to be without
 
@@ -692,7 +793,7 @@ def _fate(code, timed_out, timeout, memory_mb, oom):
     return f"exited early with status {code} (os._exit, or the interpreter died) before grading finished"
 
 
-def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True, probe=False):
+def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True):
     """Run the worker in `jail` with `request` (JSON) and `arrays`; return a ChildRun.
 
     Returns only after every process of the child is gone.
@@ -714,7 +815,7 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True,
             cgroup = None
     uid = jail.slot.uid if jail.slot else None
     r, w = os.pipe()
-    info_r = info_w = -1
+    info_r = info_w = seccomp_r = -1
     env = {
         "PATH": "/usr/bin:/bin",
         "LANG": "C.UTF-8",
@@ -734,6 +835,12 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True,
     if sb.mode == "bwrap":
         info_r, info_w = os.pipe()
         cmd = [shutil.which("bwrap"), *_ns_flags(), *_fs_flags(jail), "--info-fd", str(info_w)]
+        code = _seccomp_program()
+        if code:  # bwrap installs it right before it runs the command
+            seccomp_r, seccomp_w = os.pipe()
+            os.write(seccomp_w, code)  # a few hundred bytes: fits in the pipe's buffer
+            os.close(seccomp_w)
+            cmd += ["--seccomp", str(seccomp_r)]
         env_flags = []
         for k, v in dict(env, HOME="/tmp", TMPDIR="/tmp").items():
             env_flags += ["--setenv", k, v]
@@ -750,7 +857,7 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True,
             ]
         cmd += [python, "-I", "-S", "-B", *worker]
         pre = _preexec(memory, int(timeout) + 1, cgroup, None, _nproc(uid))
-        pass_fds, cwd, popen_env = (w, info_w), "/", {}
+        pass_fds, cwd, popen_env = (w, info_w) + ((seccomp_r,) if seccomp_r >= 0 else ()), "/", {}
     else:
         cmd = [python, "-I", "-S", "-B", *worker]
         home = jail.inputs
@@ -778,32 +885,41 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True,
             preexec_fn=pre,
         )
     except BaseException:
-        for fd in (r, w, info_r, info_w):
+        for fd in (r, w, info_r, info_w, seccomp_r):
             if fd >= 0:
                 os.close(fd)
         if cgroup:
             cgroup.remove()
         raise
     os.close(w)
-    if info_w >= 0:
-        os.close(info_w)
+    for fd in (info_w, seccomp_r):
+        if fd >= 0:
+            os.close(fd)
     try:
         bufs, timed_out = _pump(proc, r, info_r, t0 + timeout)
         ns_init = _child_pid(bufs.get(info_r, b""))
-        # Everything of the child goes now: the namespace's init (its death kills the whole PID
-        # namespace), the session, the cgroup, the uid; then wait until nothing is left.
-        for pid in (ns_init, proc.pid):
-            if pid:
-                _kill(pid)
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        if not timed_out:  # its pipes are closed: give it a moment to exit by itself
+            try:
+                proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                pass
+        running = proc.poll() is None
+        # Everything of the child goes now. bwrap: its namespace's init, whose death kills the
+        # whole PID namespace; bwrap exits only once init is reaped, which the kernel allows only
+        # when the namespace is empty (init's pid cannot be reused while bwrap has not reaped it).
+        # Then the session, the cgroup and the uid, until nothing is left.
+        if running:
+            _kill(ns_init if ns_init and sb.mode == "bwrap" else proc.pid)
         give_up = time.monotonic() + 10
         try:
             code = proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            code = -signal.SIGKILL
+            _kill(proc.pid)
+            code = proc.wait()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
         oom = False
         if cgroup:
             oom = cgroup.oom()
@@ -812,6 +928,7 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True,
             kill_uid(uid, give_up)
             if sb.mode == "user":
                 remove_files_of(uid)
+                remove_ipc_of(uid)
         run = ChildRun(seconds=time.monotonic() - t0)
         run.frames, bad = _parse(bytes(bufs[r]))
         for attr, fd in (("stdout", proc.stdout.fileno()), ("stderr", proc.stderr.fileno())):
@@ -819,10 +936,11 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True,
             if len(bufs[fd]) > OUTPUT_LIMIT:
                 text += "\n[... output truncated]"
             setattr(run, attr, clean(text))
-        if probe:
-            return run
         if not any(h.get("stage") == "done" for h, _ in run.frames):
-            run.fate = _fate(code, timed_out, timeout, memory_mb, oom)
+            if running and not timed_out:
+                run.fate = "closed its result and output pipes before finishing, and was stopped"
+            else:
+                run.fate = _fate(code, timed_out, timeout, memory_mb, oom)
             if bad:
                 run.fate += f"; its results were malformed: {bad}"
         elif bad:
@@ -890,10 +1008,23 @@ _CONTROL = re.compile(
 )
 
 
+# Unicode categories that are invisible or move text around: format characters (bidirectional
+# overrides and isolates, zero-width spaces and joiners, BOM), line and paragraph separators
+# (U+2028/9, a line break to some readers and not to others), lone surrogates (which no report
+# file can encode), private-use and unassigned code points.
+_HIDDEN = frozenset(("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"))
+
+
 def clean(text):
-    """`text` without escape sequences and control characters (tabs and newlines kept)."""
-    text = text.replace("\r\n", "\n")
-    return _CONTROL.sub("", text).replace("\u202e", "").replace("\u2066", "").replace("\u2067", "")
+    """`text` without escape sequences, control characters and invisible or bidirectional Unicode
+    (tabs and newlines kept)."""
+    text = _CONTROL.sub("", text.replace("\r\n", "\n"))
+    return "".join(c for c in text if c < "\x80" or unicodedata.category(c) not in _HIDDEN)
+
+
+def one_line(text, limit=200):
+    """`text` cleaned, on one line, at most `limit` characters: for names the child may choose."""
+    return " ".join(clean(str(text)).split())[:limit]
 
 
 def _npy(blob):
@@ -939,9 +1070,8 @@ def _header(raw):
         raise ValueError(f"unknown stage {str(stage)[:40]!r}")
     if case is not None and (not isinstance(case, str) or len(case) > 100):
         raise ValueError("case is not a short string")
-    for key in ("error", "probe"):
-        if key in header and not isinstance(header[key], str if key == "error" else dict):
-            raise ValueError(f"{key} has the wrong type")
+    if "error" in header and not isinstance(header["error"], str):
+        raise ValueError("error has the wrong type")
     names, sizes = header.get("arrays", []), header.get("sizes", [])
     if not (isinstance(names, list) and isinstance(sizes, list) and len(names) == len(sizes) <= MAX_ARRAYS):
         raise ValueError("arrays/sizes are not two lists of the same length")
@@ -949,9 +1079,10 @@ def _header(raw):
         raise ValueError("array names are not distinct short strings")
     if not all(type(s) is int and 0 <= s <= ARRAY_LIMIT + 1000 for s in sizes):
         raise ValueError("an array size is negative, not an integer, or too large")
-    if "error" in header:
-        header["error"] = clean(header["error"][:4000])
-    return header
+    checked = {"stage": stage, "case": case, "arrays": names, "sizes": sizes}  # nothing else is kept
+    if "error" in header:  # (a "bad" list of its own, say, would be read as the grader's)
+        checked["error"] = clean(header["error"][:4000])
+    return checked
 
 
 def _parse(buf):

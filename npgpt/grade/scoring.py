@@ -51,6 +51,8 @@ class Frames:
                 ] else f"{stage}: {header['error']}"
             if header.get("bad"):
                 return None, "; ".join(header["bad"])
+            if not arrays:  # the worker always sends some: a forged frame
+                return None, f"{stage}: the submission sent a result without arrays"
             return arrays, None
         if self.fate:
             return None, self.fate
@@ -84,14 +86,14 @@ def evaluate(spec, form, params, cases, frames, rubric):
     fwd, fwd_err = frames.get("main", "forward")
     bwd, bwd_err = frames.get("main", "backward")
     out_name = "loss" if ce else "out"
-    c = compare(out_name, fwd and fwd["out"], main.expected["out"], tol64) if fwd else None
+    c = compare(out_name, fwd.get("out"), main.expected["out"], tol64) if fwd else None
     forward_ok = bool(c and c.ok)
     add(
         "forward",
         f"{cls}.forward: {out_name}",
         forward_ok,
         c.text if c else fwd_err,
-        diagnose.explain(spec.key, out_name, fwd["out"], main, params) if c and not c.ok else (),
+        diagnose.explain(spec.key, "out", fwd.get("out"), main, params) if c and not c.ok else (),
     )
     note = (
         []
@@ -146,11 +148,13 @@ def _repeat(spec, form, names, bwd, bwd_err, frames, rubric, add):
     if bwd is None or again is None:
         return add("accumulate", name, False, bwd_err or again_err)
     tol = rubric.threshold("repeat")
+    if any(not np.all(np.isfinite(a)) for arrays in (bwd, again) for a in arrays.values()):
+        return add("accumulate", name, False, "a gradient is not finite (NaN or inf): nothing to repeat")
     if not accumulate:
         bad = [
             k
             for k in bwd
-            if k in again and (bwd[k].shape != again[k].shape or rel_error(bwd[k], again[k]) > tol)
+            if k in again and (bwd[k].shape != again[k].shape or not rel_error(bwd[k], again[k]) <= tol)
         ]
         return add(
             "accumulate",
@@ -168,7 +172,7 @@ def _repeat(spec, form, names, bwd, bwd_err, frames, rubric, add):
             lines.append(f"{n}.grad: missing or changed shape")
         elif not np.any(g1):
             lines.append(f"{n}.grad is all zeros after one backward, so accumulation cannot be seen")
-        elif rel_error(g2, 2 * g1) > tol:
+        elif not rel_error(g2, 2 * g1) <= tol:  # NaN (an overflow of 2 * g1) is a failure too
             hint = " (it was overwritten: use p.grad += ..., not =)" if rel_error(g2, g1) <= tol else ""
             lines.append(f"{n}.grad after two backward calls is not twice the first{hint}")
     return add("accumulate", name, not lines, "\n".join(lines))
@@ -211,7 +215,7 @@ def _float32(cls, case, frames, tol, ce, names, add):
     else:
         c = compare(
             "loss" if ce else "out",
-            fwd["out"],
+            fwd.get("out"),
             case.expected["out"],
             tol,
             normwise=True,

@@ -4,8 +4,9 @@
     att = softmax(mask(q k^T / sqrt(hs))),  out = (dropout(att) v, heads merged) Wo^T + bo
 
 Math, the softmax Jacobian-vector product and the mask's role in backward:
-docs/attention.md (equations 1-14). The steps `scores`, `softmax`, `softmax_backward` and
-`scores_backward` are methods so a variant can replace one of them.
+docs/attention.md (equations 1-14). The steps `scores`, `softmax` (with its `row_max`),
+`softmax_backward` and `scores_backward` are methods so a variant can replace one of them
+(npgpt/mistakes.py).
 
 Decoding one token at a time (npgpt/generate.py) passes a `KeyValues` to `forward`: the keys
 and values of the positions seen before, to which this call's are appended.
@@ -142,9 +143,12 @@ class MultiHeadAttention(Module):
 
     def softmax(self, masked):
         """Softmax over the last axis, the row max subtracted so exp cannot overflow   eq. 4"""
-        zmax = masked.max(-1, keepdims=True, initial=-np.inf)  # (initial: T = 0 has no max)
-        e = np.exp(masked - zmax)  # exp(-inf) = 0: the future
+        e = np.exp(masked - self.row_max(masked))  # exp(-inf) = 0: the future
         return e / e.sum(-1, keepdims=True)
+
+    def row_max(self, masked):
+        """The largest score of each row (B, nh, T, 1), subtracted before exp   eq. 4"""
+        return masked.max(-1, keepdims=True, initial=-np.inf)  # (initial: T = 0 has no max)
 
     def softmax_backward(self, datt, att):
         """dscores = att * (datt - sum_s(datt * att)), the Jacobian-vector product   eq. 11"""

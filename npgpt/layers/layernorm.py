@@ -3,7 +3,8 @@
 Math and the derivation of the three-term gradient: docs/layernorm.md (equations 1-9).
 Variance is the mean of squared deviations (biased, as in GPT-2 and the book); `unbiased=True`
 divides by n-1 instead (`x.std(-1)` in *Learn Generative AI with PyTorch*, section 9.2.2).
-The steps `variance`, `rstd` and `input_grad` are methods so a variant can replace one of them.
+The steps `variance`, `rstd` and `input_grad` (with its `mean_term` and `variance_term`) are
+methods so a variant can replace one of them (npgpt/mistakes.py).
 """
 
 from collections import namedtuple
@@ -70,9 +71,17 @@ class LayerNorm(Module):
 
     def input_grad(self, dxhat, xhat, rstd, n):
         """eq. 9: dx = rstd * (dxhat - mean(dxhat) - xhat * sum(dxhat * xhat) / n), (..., C)."""
-        term2 = dxhat.mean(-1, keepdims=True)  # (..., 1) the path through the mean
-        term3 = (dxhat * xhat).sum(-1, keepdims=True) / n  # (..., 1) the path through the variance
+        term2 = self.mean_term(dxhat)  # (..., 1) the path through the mean
+        term3 = self.variance_term(dxhat, xhat, n)  # (..., 1) the path through the variance
         return (dxhat - term2 - xhat * term3) * rstd  # term1 = dxhat, the direct path
+
+    def mean_term(self, dxhat):
+        """term2 = mean(dxhat) over the row, (..., 1)   eq. 9"""
+        return dxhat.mean(-1, keepdims=True)
+
+    def variance_term(self, dxhat, xhat, n):
+        """term3 = sum(dxhat * xhat) / n over the row, (..., 1)   eq. 9"""
+        return (dxhat * xhat).sum(-1, keepdims=True) / n
 
     def __repr__(self):
         return f"LayerNorm({self.emb_dim}, eps={self.eps:g}, unbiased={self.unbiased})"

@@ -34,8 +34,9 @@ def _gelu_dx_without_tanh_derivative(h, dout):
     return dout * (0.5 * (1 + t) + 0.5 * h * S * (1 + 3 * 0.044715 * h**2))
 
 
-def _elementwise_softmax_dx(t, p, nh):
-    """norm1's attention branch gradient with att * (1 - att) for the softmax's backward."""
+def _attention_dx(t, p, nh, elementwise=False, scale_backward=True):
+    """norm1's attention branch gradient, with att * (1 - att) for the softmax's backward
+    (elementwise) or without the 1/sqrt(hs) in the scores' backward (not scale_backward)."""
     x = t[f"act/{p}norm1"]
     B, T, E = x.shape
     hs = E // nh
@@ -49,7 +50,8 @@ def _elementwise_softmax_dx(t, p, nh):
     a /= a.sum(-1, keepdims=True)
     dctx = split(t[f"dact/{p}att"] @ W["out_proj"])
     datt, dv = dctx @ v.transpose(0, 1, 3, 2), a.transpose(0, 1, 3, 2) @ dctx
-    ds = datt * a * (1 - a) / math.sqrt(hs)
+    ds = datt * a * (1 - a) if elementwise else a * (datt - (datt * a).sum(-1, keepdims=True))
+    ds = ds / math.sqrt(hs) if scale_backward else ds
     dq, dk = ds @ k, ds.transpose(0, 1, 3, 2) @ q
     return merge(dq) @ W["W_query"] + merge(dk) @ W["W_key"] + merge(dv) @ W["W_value"]
 
@@ -73,10 +75,12 @@ def _case(t, which):
         return f"act/{p}ff.layers.1", 0.5 * h * (1 + ERF(h / math.sqrt(2))), "exact erf GELU"
     if which == "gelu-no-tanh-derivative":
         dx = _gelu_dx_without_tanh_derivative(t[f"act/{p}ff.layers.0"], t[f"dact/{p}ff.layers.1"])
-        return f"dact/{p}ff.layers.0", dx, "1 - tanh^2 factor is missing"
+        return f"dact/{p}ff.layers.0", dx, "missing the 1 - tanh^2 factor"
     if which == "attention-elementwise-softmax":
         # norm1's dout is the attention branch's dx; the block also passes nothing else into it
-        return f"dact/{p}norm1", _elementwise_softmax_dx(t, p, 2), "softmax treated as elementwise"
+        return f"dact/{p}norm1", _attention_dx(t, p, 2, elementwise=True), "softmax treated as elementwise"
+    if which == "attention-no-scale-backward":
+        return f"dact/{p}norm1", _attention_dx(t, p, 2, scale_backward=False), "scaling missing"
     raise ValueError(which)
 
 
@@ -88,6 +92,7 @@ def _case(t, which):
         "gelu-erf",
         "gelu-no-tanh-derivative",
         "attention-elementwise-softmax",
+        "attention-no-scale-backward",
     ],
 )
 def test_a_mistaken_tensor_is_named_at_its_place(capsys, tmp_path, ref64, which):

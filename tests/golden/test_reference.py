@@ -5,6 +5,7 @@ rounded parameters, and one-line errors before anything large is allocated."""
 
 import hashlib
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -221,3 +222,65 @@ def test_bad_arguments_are_one_line_errors_exit_2(tmp_path, capsys, ref64, argv,
     assert status == 2, f"exit {status} for {argv}: {err}"
     assert len(err.strip().splitlines()) == 1 and words in err, f"stderr {err!r} lacks {words!r}"
     assert not (tmp_path / "o.safetensors").exists(), "a file was written for bad input"
+
+
+GPT2_TINY = Path(__file__).resolve().parents[1] / "fixtures" / "gpt2-tiny"
+
+
+def test_gpt2_folder_with_text_uses_its_weights_tokenizer_and_tied_head(tmp_path, capsys):
+    pytest.importorskip("tokenizers")
+    sn = pytest.importorskip("safetensors.numpy")
+    from tokenizers import ByteLevelBPETokenizer
+
+    text = "Every effort moves you forward, one token at a time."
+    status, out, err = run(
+        capsys, "reference", "--gpt2", GPT2_TINY, "--text", text, "-o", tmp_path / "g.safetensors"
+    )
+    assert status == 0, err
+    t, _ = read_safetensors(tmp_path / "g.safetensors")
+    bpe = ByteLevelBPETokenizer.from_file(str(GPT2_TINY / "vocab.json"), str(GPT2_TINY / "merges.txt"))
+    tokens = bpe.encode(text).ids
+    np.testing.assert_array_equal(t["input/ids"][0], tokens[:-1], err_msg="input/ids from the tokenizer")
+    np.testing.assert_array_equal(t["input/targets"][0], tokens[1:], err_msg="input/targets: the next tokens")
+    hf = sn.load_file(str(GPT2_TINY / "model.safetensors"))
+    wte = hf.get("wte.weight", hf.get("transformer.wte.weight"))
+    np.testing.assert_array_equal(t["param/tok_emb.weight"], wte.astype(np.float64), err_msg="tok_emb = wte")
+    np.testing.assert_array_equal(t["param/out_head.weight"], t["param/tok_emb.weight"], err_msg="tied head")
+    np.testing.assert_array_equal(
+        t["grad/out_head.weight"], t["grad/tok_emb.weight"], err_msg="tied gradient"
+    )
+    m = _manifest(tmp_path / "g.safetensors")
+    assert m["tied_out_head"] and m["cfg"]["qkv_bias"] and m["seq_len"] == len(tokens) - 1
+
+
+def test_compare_replays_a_tied_gpt2_dump_for_its_diagnosis(tmp_path, capsys):
+    pytest.importorskip("tokenizers")
+    ref = tmp_path / "g.safetensors"
+    status, _, err = run(
+        capsys, "reference", "--gpt2", GPT2_TINY, "--batch", "2", "--seq-len", "6", "-o", ref
+    )
+    assert status == 0, err
+    t = {k: np.array(v) for k, v in read_safetensors(ref)[0].items()}
+    name = "act/trf_blocks.1.norm2"
+    t[name] = -t[name]
+    from npgpt.golden.tensorfile import write_safetensors
+
+    write_safetensors(tmp_path / "t.safetensors", t)
+    status, out, _ = run(
+        capsys, "compare", tmp_path / "t.safetensors", "--reference", ref, "--format", "json"
+    )
+    rep = json.loads(out)
+    assert status == 1 and rep["first_divergence"] == name, rep["first_divergence"]
+    assert any("-1 (the sign is wrong)" in d for d in rep["diagnosis"]), rep["diagnosis"]
+
+
+def test_recording_refuses_the_fast_path():
+    from npgpt.fast import accelerate, reference
+    from npgpt.golden.record import record_step
+
+    model = accelerate(GPTModel(MICRO, rng=0), threads=1)
+    ids = np.zeros((1, 3), np.int64)
+    with pytest.raises(ValueError, match="reference modules"):
+        record_step(model, ids, ids)
+    rec = record_step(reference(model), ids, ids)
+    assert "act/trf_blocks.0.norm1" in rec.tensors, "the switched-back model records"

@@ -182,3 +182,19 @@ def test_garbage_npz_and_missing_paths_are_errors(tmp_path):
         with pytest.raises(TensorFileError) as e:
             read_tensors(path)
         assert words in str(e.value) and "\n" not in str(e.value), f"{e.value!r}"
+
+
+def test_bfloat16_is_read_as_float32_from_safetensors_and_bin(tmp_path):
+    # bfloat16 is float32's upper half: 1.0 = 0x3F80, -2.5 = 0xC020, 0.15625 = 0x3E20
+    bits = np.array([0x3F80, 0xC020, 0x3E20, 0x0000], "<u2")
+    want = np.array([1.0, -2.5, 0.15625, 0.0], np.float32)
+    raw = bits.tobytes()
+    header = json.dumps({"x": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, len(raw)]}}).encode()
+    (tmp_path / "b.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + raw)
+    got, _ = read_safetensors(tmp_path / "b.safetensors")
+    np.testing.assert_array_equal(got["x"], want.reshape(2, 2), err_msg="BF16 from safetensors")
+    assert got["x"].dtype == np.float32
+    (tmp_path / "x.bin").write_bytes(raw)
+    spec = {"tensors": [{"name": "x", "file": "x.bin", "dtype": "bfloat16", "shape": [4]}]}
+    (tmp_path / "tensors.json").write_text(json.dumps(spec))
+    np.testing.assert_array_equal(read_folder(tmp_path)["x"], want, err_msg="bfloat16 from a .bin")

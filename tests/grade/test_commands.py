@@ -4,9 +4,11 @@ import csv
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -244,3 +246,21 @@ def test_a_grader_killed_by_its_submission_costs_only_that_row(tmp_path, capsys)
         rows = {r["submission"]: r for r in csv.DictReader(f)}
     assert float(rows["a_correct"]["score"]) == 10.0, rows["a_correct"]
     assert rows["b_killer"]["score"] == "0" and rows["b_killer"]["error"], rows["b_killer"]
+    # the killed grader could not remove its jail; the next grader sweeps it
+    assert main(["grade", str(subs / "a_correct.py"), "--only", "gelu", "--sandbox", "none"]) == 0
+    tmp = tempfile.gettempdir()
+    stale = [
+        d
+        for d in os.listdir(tmp)
+        if re.match(r"npgpt-jail-(\d+)-", d) and not os.path.exists(f"/proc/{d.split('-')[2]}")
+    ]
+    assert not stale, f"jails of dead graders left in {tmp}: {stale}"
+
+
+def test_a_submission_that_is_a_symbolic_link_is_not_followed(tmp_path, capsys):
+    """A link to a file the grader (root) may read would otherwise put that file in the sandbox."""
+    link = tmp_path / "sub.py"
+    link.symlink_to(os.path.join(HERE, "correct.py"))
+    assert main(["grade", str(link), "--only", "gelu", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "cannot read the submission: it is a symbolic link" in out and "total: 0/10" in out, out

@@ -81,3 +81,14 @@ def test_setup_files_are_executable_on_unzip(tmp_path):
         for n in ("setup.sh", "run_autograder"):
             os.chmod(tmp_path / "x" / n, (z.getinfo(n).external_attr >> 16) & 0o777)
     assert os.stat(tmp_path / "x" / "setup.sh").st_mode & stat.S_IXUSR
+
+
+def test_a_refused_sandbox_still_leaves_a_zero_results_file(tmp_path, capsys):
+    res = tmp_path / "results.json"
+    sub = os.path.join(HERE, "correct.py")
+    args = ["grade", sub, "--format", "gradescope", "--results", str(res), "--only", "gelu"]
+    assert main(args + ["--sandbox", "none", "--require-sandbox"]) == 2
+    assert "npgpt grade: --require-sandbox:" in capsys.readouterr().err
+    data = json.loads(res.read_text())
+    assert data["score"] == 0 and "sandbox does not work here; tell the instructor" in data["output"]
+    assert data["tests"] and all(t["score"] == 0 for t in data["tests"])

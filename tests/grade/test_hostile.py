@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 
 import numpy as np
 import pytest
@@ -112,6 +113,17 @@ def _run_folder(base, mode, as_user=None):
     ports = {"tcp": [listeners.tcp.getsockname()[1]], "udp": [listeners.udp.getsockname()[1]]}
     with open(path, "w") as f:
         f.write(text.replace('GRADER_PORTS = {"tcp": [], "udp": []}', f"GRADER_PORTS = {ports!r}"))
+    daemon = "npgptd-" + os.urandom(4).hex()  # this run's daemons (comm is at most 15 characters)
+    tag = "npgpt-hostile-" + daemon[7:]  # and the files it makes
+    with open(os.path.join(subs, "files.py")) as f:
+        text = f.read()
+    with open(os.path.join(subs, "files.py"), "w") as f:
+        f.write(text.replace('TAG = "npgpt-hostile"', f"TAG = {tag!r}"))
+    for name in ("daemon_mmap.py", "leftover_daemon.py"):
+        with open(os.path.join(subs, name)) as f:
+            text = f.read()
+        with open(os.path.join(subs, name), "w") as f:
+            f.write(text.replace('DAEMON_NAME = b"npgpthostiled"', f"DAEMON_NAME = {daemon.encode()!r}"))
     rubric = os.path.join(grader, "npgpt", "grade", "rubric.json")
     with open(rubric, "rb") as f:
         rubric_hash = hashlib.sha256(f.read()).hexdigest()
@@ -164,7 +176,9 @@ def _run_folder(base, mode, as_user=None):
         "hits": list(listeners.hits),
         "ports": ports,
         "dirs": {"out": out, "home": home, "subs": subs, "grader": grader},
-        "daemons": _named("npgpthostiled"),
+        "daemons": _named(daemon),
+        "daemon": daemon,
+        "tag": tag,
     }
 
 
@@ -279,12 +293,28 @@ def no_credit(c):
     return all(t["score"] == 0 for t in c["tests"] if t["name"] in ("GELU.forward: out", "GELU.backward: dx"))
 
 
-@pytest.mark.parametrize("name", ["real_npgpt_sysmodules", "real_npgpt_by_path"])
+def _reference_contained(run, c):
+    """bwrap: nothing was loaded. User mode: never the grader's own copy; a copy that is
+    world-readable on this machine (another checkout, a venv) may be: the documented limit."""
+    marks = ("loaded the reference from", "real npgpt imported from")
+    loaded = [
+        ln.split(" from ", 1)[1].strip() for ln in c["stdout"].splitlines() if any(m in ln for m in marks)
+    ]
+    if run["mode"] != "user":
+        assert not loaded and no_credit(c), f"{run['mode']}: {c['stdout'][-600:]}"
+        return
+    for path in loaded:
+        assert not path.startswith(run["dirs"]["grader"]), f"the grader's own npgpt was loaded: {path}"
+        assert sandbox.others_can(path), f"{path} is not world-readable, yet it was loaded"
+    if not loaded:
+        assert no_credit(c), c["stdout"][-600:]
+
+
+@pytest.mark.parametrize("name", ["real_npgpt_sysmodules", "real_npgpt_by_path", "real_npgpt_anywhere"])
 def test_the_reference_cannot_be_imported_or_loaded(run, name):
     c, got = gelu(run, name)
     assert "ATTACK" in c["stdout"], f"{name}: the attack did not run: {c['problem']}"
-    assert no_credit(c), f"{run['mode']} {name}: zeros scored {got}: {c['stdout'][-600:]}"
-    assert "loaded the reference" not in c["stdout"] and "real npgpt imported" not in c["stdout"]
+    _reference_contained(run, c)
 
 
 def test_the_parent_memory_cannot_be_written_nor_traced(run):
@@ -340,7 +370,7 @@ def test_secrets_are_not_readable(run):
     text = json.dumps(run["results"]["read_secrets"]) + run["texts"]["read_secrets"]
     assert "ATTACK" in c["stdout"] and no_credit(c)
     assert SECRET not in text, "the grader's environment leaked"
-    assert "written independently" not in text, "another submission leaked"
+    assert "npgpt-hostile-honest-7d3e" not in text, "another submission leaked"
     assert '"repeat": 1e-9' not in text, "the rubric leaked"
     if run["mode"] == "user":
         return  # world-readable system files (/etc/passwd) stay readable in user mode (docs/grading.md)
@@ -361,12 +391,12 @@ def test_files_of_the_grader_and_its_home_cannot_be_changed(run):
     worked = c["stdout"].split("ATTACK file changes that worked:", 1)[1].split(" in ")[0]
     # Only /tmp: the sandbox's private tmpfs (bwrap), or the world-writable /tmp (user mode), where
     # what the sandbox uid left is removed after the component; empty either way (RLIMIT_FSIZE 0).
-    assert all(p.startswith("/tmp/npgpt-hostile-") for p in worked.split("'") if p.startswith("/")), worked
-    assert not [f for f in os.listdir("/tmp") if f.startswith("npgpt-hostile-")], "left in /tmp"
+    assert all(p.startswith(f"/tmp/{run['tag']}-") for p in worked.split("'") if p.startswith("/")), worked
+    assert not [f for f in os.listdir("/tmp") if f.startswith(run["tag"])], "left in /tmp"
     for d in ("out", "home"):
         with open(os.path.join(run["dirs"][d], "canary.txt")) as f:
             assert f.read() == "canary\n", f"{d}/canary.txt changed"
-        assert not [f for f in os.listdir(run["dirs"][d]) if f.startswith("npgpt-hostile")]
+        assert not [f for f in os.listdir(run["dirs"][d]) if f.startswith(run["tag"])]
     here = sorted(f for f in os.listdir(HOSTILE) if f.endswith(".py"))
     assert sorted(f for f in os.listdir(run["dirs"]["subs"]) if f != "__pycache__") == here
 
@@ -396,6 +426,85 @@ def test_escape_sequences_never_reach_a_report(run):
             assert ch not in text, f"{ch!r} reached a report"
 
 
+def _invisible(text):
+    """The characters of `text` that are invisible or reorder what a reader sees."""
+    return sorted({f"U+{ord(c):04X}" for c in text if unicodedata.category(c) in ("Cf", "Cs", "Zl", "Zp")})
+
+
+def test_a_message_cannot_draw_a_fake_report(run):
+    c, got = gelu(run, "fake_report")
+    assert got == 0 and "ATTACK" in c["problem"], f"{run['mode']}: {got} {c['problem'][:300]}"
+    text = run["texts"]["fake_report"]
+    lines = text.splitlines()
+    assert lines, f"{run['mode']}: no text report was written: {run['proc'].stderr[-500:]}"
+    assert [ln for ln in lines if ln.startswith("total:")] == [lines[-1]], f"a fake total line:\n{text}"
+    assert sum(ln.startswith("== GELU") for ln in lines) == 1, f"a fake component line:\n{text}"
+    assert "total: 10/20" in lines[-1], lines[-1]
+    for where, t in (
+        ("report", text),
+        ("results", json.dumps(run["results"]["fake_report"], ensure_ascii=False)),
+    ):
+        assert not _invisible(t), f"{run['mode']}: {where} holds {_invisible(t)}"
+    row = next(g for g in run["grades"] if g["submission"] == "fake_report")
+    assert float(row["score"]) == 10.0, row
+
+
+def test_nan_gradients_earn_nothing(run):
+    c, got = gelu(run, "nan_gradients")
+    assert got == 0, f"{run['mode']}: {[(t['name'], t['score']) for t in c['tests'] if t['score']]}"
+    rep = next(t for t in c["tests"] if "repeatable" in t["name"])
+    assert "not finite" in rep["output"], rep["output"]
+
+
+def test_a_deep_tree_left_in_tmp_is_removed(run):
+    c, _ = gelu(run, "deep_tmp")
+    assert "ATTACK made a tree" in c["stdout"] or "refused" in c["stdout"], c["stdout"][-400:]
+    assert "grader failed" not in json.dumps(run["results"]["deep_tmp"])
+    left = [f for f in os.listdir("/tmp") if f.startswith("npgpt-hostile-deep-")]
+    assert not left, f"{run['mode']}: left in /tmp: {left}"
+
+
+def _ipc_owned_by(uids):
+    """The SysV IPC objects (shm, msg, sem) whose owner or creator is one of `uids`."""
+    found = []
+    for kind in ("shm", "msg", "sem"):
+        with open(f"/proc/sysvipc/{kind}") as f:
+            head, *rows = [line.split() for line in f]
+        col = {n: i for i, n in enumerate(head)}
+        found += [(kind, row[1]) for row in rows if {int(row[col["uid"]]), int(row[col["cuid"]])} & uids]
+    return found
+
+
+def test_shared_memory_does_not_outlive_the_sandbox(run):
+    c, _ = gelu(run, "sysv_ipc")
+    assert "ATTACK shm segments [" in c["stdout"], c["stdout"][-400:] + c["problem"]
+    uids = set(range(sandbox.UID_BASE, sandbox.UID_BASE + sandbox.UID_SLOTS))
+    if run["user"]:
+        uids.add(pwd.getpwnam(run["user"]).pw_uid)
+    left = _ipc_owned_by(uids)
+    assert not left, f"{run['mode']}: SysV IPC objects outlived the sandbox: {left} ({c['stdout'][-200:]})"
+
+
+def test_forged_frames_earn_at_most_the_self_consistency_points(run):
+    c, got = gelu(run, "forged_frames")
+    assert "ATTACK forged every frame" in c["stdout"], c["stdout"][-300:] + c["problem"]
+    earned = {t["name"] for t in c["tests"] if t["score"]}
+    own = {
+        "GELU.backward: repeatable (backward twice)",
+        "GELU.backward: vs finite differences of your forward",
+    }
+    assert earned <= own and got <= 2.0, f"{run['mode']}: the forger earned {earned} ({got})"
+    assert "sent a result without arrays" in json.dumps(c), [t["output"] for t in c["tests"]]
+
+
+def test_kernel_keyrings_are_closed(run):
+    c, _ = gelu(run, "keyrings")
+    out = c["stdout"]
+    assert "ATTACK the user keyring refused: errno 13" in out, f"{run['mode']}: {out[-500:]}{c['problem']}"
+    assert "ATTACK the session keyring refused: errno 13" in out, f"{run['mode']}: {out[-500:]}"
+    assert "found a note" not in out and "stored a note" not in out, out[-500:]
+
+
 def test_no_process_of_a_sandbox_is_left(run):
     leftover = []
     for entry in os.listdir("/proc"):
@@ -404,6 +513,6 @@ def test_no_process_of_a_sandbox_is_left(run):
                 cmd = f.read()
         except OSError:
             continue
-        if run["dirs"]["grader"].encode() in cmd or b"npgpthostile" in cmd:
+        if run["dirs"]["grader"].encode() in cmd:
             leftover.append((entry, cmd[:200]))
-    assert not leftover and not run["daemons"], leftover
+    assert not leftover and not run["daemons"] and not _named(run["daemon"]), leftover

@@ -134,6 +134,13 @@ MISTAKES = [
         "CrossEntropyLoss.backward: dlogits",
         "not divided by N = 6",
     ),
+    (
+        "ce_loss_summed.py",
+        "crossentropy",
+        None,
+        "CrossEntropyLoss.forward: loss",
+        "the sum over the 6 targets",
+    ),
 ]
 
 

@@ -220,3 +220,73 @@ def test_control_characters_and_escape_sequences_are_stripped():
 
     raw = "a\x1b[2J\x1b[H\x1b]0;title\x07b\rc\x08d\x1b[31me\x00f\u202eg\tx\ny"
     assert clean(raw) == "abcdefg\tx\ny", repr(clean(raw))
+
+
+# --- choosing the mode ----------------------------------------------------------------------------
+
+
+def test_auto_falls_back_from_bwrap_to_a_uid_of_its_own_as_root_then_to_none(monkeypatch):
+    import pytest
+
+    from npgpt.grade import sandbox
+
+    monkeypatch.setitem(sandbox._probe_cache, "bwrap", (False, "bwrap fails here: Operation not permitted"))
+    with pytest.raises(
+        sandbox.SandboxError, match="^--sandbox bwrap: bwrap fails here: Operation not permitted$"
+    ):
+        sandbox.choose("bwrap")
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(sandbox, "interpreter", lambda bound: ("/usr/bin/python3", "/usr"))
+    monkeypatch.setattr(sandbox, "others_can", lambda path, mode=0: False)  # the grader's files are private
+    box = sandbox.choose("auto")
+    assert (box.mode, box.isolated) == ("user", True), box
+    assert "Operation not permitted" in box.detail
+    monkeypatch.setattr(sandbox, "others_can", lambda path, mode=0: True)  # ... and now they are not
+    box = sandbox.choose("auto")
+    assert (box.mode, box.isolated) == ("user", False) and "NOT ISOLATED" in box.detail, box
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    box = sandbox.choose("auto")
+    assert (box.mode, box.isolated) == ("none", False), box
+    with pytest.raises(sandbox.SandboxError, match="needs the grader to run as root"):
+        sandbox.choose("user")
+    with pytest.raises(sandbox.SandboxError, match="must be one of auto, bwrap, user, none"):
+        sandbox.choose("docker")
+
+
+def test_user_mode_refuses_sockets_ptrace_and_io_uring():
+    """The seccomp program as numbers (the kernel's syscall tables), then installed in a child."""
+    import struct
+    import subprocess
+    import sys
+
+    import pytest
+
+    from npgpt.grade import sandbox
+
+    # socket, ptrace, io_uring_setup, add_key, request_key, keyctl (the kernel's unistd tables)
+    tables = {
+        "x86_64": (0xC000003E, 41, 101, 425, 248, 249, 250),
+        "aarch64": (0xC00000B7, 198, 117, 425, 217, 218, 219),
+    }
+    machine = os.uname().machine
+    if machine not in tables:
+        pytest.skip(f"no seccomp program for {machine}")
+    code = sandbox._seccomp_program()
+    prog = [struct.unpack("HBBI", code[i : i + 8]) for i in range(0, len(code), 8)]
+    arch, *denied = tables[machine]
+    assert prog[1] == (0x15, 1, 0, arch), prog[1]
+    assert [ins[3] for ins in prog[4:10]] == denied, prog[4:10]
+    for i in range(4, 10):  # each match jumps to the last instruction: fail with EACCES (13)
+        assert i + 1 + prog[i][1] == len(prog) - 1, prog[i]
+    assert prog[-1] == (0x06, 0, 0, 0x00050000 | 13) and prog[-2] == (0x06, 0, 0, 0x7FFF0000)
+    probe = (
+        "import os, socket, sys\n"
+        "from npgpt.grade import sandbox\n"
+        "assert sandbox._install_seccomp(sandbox._seccomp_program())\n"
+        "try:\n    socket.socket()\n    print('socket worked')\nexcept OSError as e:\n    print('socket', e.errno)\n"
+        "r, w = os.pipe(); os.write(w, b'x'); print('pipe', os.read(r, 1))\n"
+        "import ctypes; libc = ctypes.CDLL(None, use_errno=True)\n"
+        f"print('add_key', libc.syscall({denied[3]}, b'user', b'k', b'v', 1, -4), ctypes.get_errno())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split("\n")[:3] == ["socket 13", "pipe b'x'", "add_key -1 13"], out.stdout + out.stderr

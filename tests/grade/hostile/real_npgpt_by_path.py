@@ -1,10 +1,12 @@
-"""Looks for npgpt/layers/gelu.py in the folders of its argv and the parent's command line, beside
-numpy, in every site-packages folder, /opt, /autograder, /work, /root and /home, then loads it by
-path. Contained: the grader's npgpt is not in the sandbox (bwrap) or not readable (user)."""
+"""Looks for the grader's npgpt package in the folders of its argv and the parent's command line,
+beside numpy (and through an editable install's finder there), in every site-packages folder,
+/opt, /autograder and /usr, then imports it as a package with the stub thrown out of sys.modules.
+Contained: the grader's npgpt is not in the sandbox (bwrap) or not readable by its uid (user)."""
 
 import glob
-import importlib.util
+import importlib
 import os
+import re
 import sys
 
 import numpy as np
@@ -31,26 +33,48 @@ def grader_paths():
 REAL = []
 
 
-def attack():
+def load_package(root):
+    """The npgpt package in `root`, imported as a package (the stub thrown out first)."""
+    for name in [m for m in sys.modules if m == "npgpt" or m.startswith("npgpt.")]:
+        del sys.modules[name]
+    sys.path.insert(0, root)
+    try:
+        return importlib.import_module("npgpt")
+    finally:
+        sys.path.remove(root)
+
+
+def candidates():
+    """Folders that hold an npgpt package, from where the grader is likely to be."""
     roots = grader_paths() | {os.path.dirname(os.path.dirname(os.path.realpath(np.__file__)))}
-    roots |= set(glob.glob("/usr/lib/python3*/*-packages") + glob.glob("/usr/local/lib/python3*/*-packages"))
-    roots |= set(glob.glob(os.path.join(sys.base_prefix, "lib", "python3*", "*-packages")))
-    roots |= {"/opt", "/autograder", "/work", "/root", "/home", "/srv"}
-    seen = 0
+    sites = glob.glob("/usr/lib/python3*/*-packages") + glob.glob("/usr/local/lib/python3*/*-packages")
+    sites += glob.glob(os.path.join(sys.base_prefix, "lib", "python3*", "*-packages"))
+    roots |= set(sites) | {"/opt", "/autograder", "/usr/lib", "/usr/local/lib"}
+    found = []
     for root in sorted(roots):
         for depth in range(4):
             for p in glob.glob(os.path.join(root, *["*"] * depth, "npgpt", "layers", "gelu.py")):
-                seen += 1
-                try:
-                    spec = importlib.util.spec_from_file_location("npgpt_ref_gelu", p)
-                    mod = importlib.util.module_from_spec(spec)
-                    spec.loader.exec_module(mod)
-                    REAL.append(mod.GELU())
-                    print("ATTACK loaded the reference from", p)
-                    return
-                except Exception as e:
-                    print("ATTACK found but could not load", p, type(e).__name__)
-    print(f"ATTACK searched {len(roots)} folders, found {seen} candidate files, loaded none")
+                found.append(os.path.dirname(os.path.dirname(os.path.dirname(p))))
+        for finder in glob.glob(os.path.join(root, "__editable__*npgpt*finder.py")):  # editable installs
+            try:
+                with open(finder) as f:
+                    found += [os.path.dirname(m) for m in re.findall(r"'(/[^']*/npgpt)'", f.read())]
+            except OSError:
+                pass
+    return roots, found
+
+
+def attack():
+    roots, found = candidates()
+    for root in found:
+        try:
+            npgpt = load_package(root)
+            REAL.append(npgpt.GELU())
+            print("ATTACK loaded the reference from", root)
+            return
+        except Exception as e:
+            print("ATTACK found but could not load", root, type(e).__name__, e)
+    print(f"ATTACK searched {len(roots)} folders, found {len(found)} npgpt packages, loaded none")
 
 
 _done = []
