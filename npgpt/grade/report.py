@@ -54,7 +54,7 @@ def thresholds_line(rubric):
     return (
         f"relative error max|a-b|/max(1e-8, |a|+|b|) <= {rubric.threshold('float64'):g} (float64), "
         f"finite differences <= {rubric.threshold('finite_differences'):g}, float32 (norm-wise) "
-        f"<= {rubric.threshold('float32'):g}"
+        f"<= {rubric.threshold('float32'):g}; self-checks pay when out is within {rubric.threshold('attempt'):g}"
     )
 
 

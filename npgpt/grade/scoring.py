@@ -120,8 +120,11 @@ def evaluate(spec, form, params, cases, frames, rubric):
             diags,
             share=max(1, len(names)) if kind == "param_grads" else 1,
         )
-    _repeat(spec, form, names, bwd, bwd_err, frames, rubric, add)
-    _numeric(cls, main, bwd, bwd_err, frames, rubric, add, dx_name)
+    # the two checks below compare the submission with itself; they earn points only for a
+    # forward that attempts the component (an identity layer is consistent with itself too)
+    attempt = _attempt(fwd, main.expected["out"], rubric)
+    _repeat(spec, form, names, bwd, bwd_err, frames, rubric, add, attempt)
+    _numeric(cls, main, bwd, bwd_err, frames, rubric, add, dx_name, attempt)
     _float32(cls, f32, frames, tol32, ce, names, add)
     backward_ok = all(t.passed for t in tests if t.kind in ("dx", "param_grads"))
     _edges(
@@ -139,12 +142,30 @@ def evaluate(spec, form, params, cases, frames, rubric):
     return tests
 
 
-def _repeat(spec, form, names, bwd, bwd_err, frames, rubric, add):
+def _attempt(fwd, expected, rubric):
+    """None when the forward's output is near enough the right one to earn self-consistency
+    points (norm-wise relative error within the rubric's `attempt` threshold), else the reason."""
+    out = None if fwd is None else fwd.get("out")
+    tol = rubric.threshold("attempt")
+    if out is None or np.shape(out) != np.shape(expected) or not np.all(np.isfinite(out)):
+        return "not scored: your forward gave no usable output, and this check compares your code with itself"
+    err = rel_error(out, expected, normwise=True)
+    if err <= tol:
+        return None
+    return (
+        f"not scored: your forward is far from the right output (norm-wise relative error {err:.2g}, "
+        f"over {tol:g}), and this check compares your code with itself: an identity layer would pass it"
+    )
+
+
+def _repeat(spec, form, names, bwd, bwd_err, frames, rubric, add, attempt):
     again, again_err = frames.get("main", "again")
     accumulate = form == "class" and names
     name = f"{spec.cls}.backward: " + (
         "accumulation (+=) into .grad" if accumulate else "repeatable (backward twice)"
     )
+    if attempt is not None and bwd is not None:
+        return add("accumulate", name, False, attempt)
     if bwd is None or again is None:
         return add("accumulate", name, False, bwd_err or again_err)
     tol = rubric.threshold("repeat")
@@ -178,11 +199,13 @@ def _repeat(spec, form, names, bwd, bwd_err, frames, rubric, add):
     return add("accumulate", name, not lines, "\n".join(lines))
 
 
-def _numeric(cls, main, bwd, bwd_err, frames, rubric, add, dx_name):
+def _numeric(cls, main, bwd, bwd_err, frames, rubric, add, dx_name, attempt):
     name = f"{cls}.backward: vs finite differences of your forward"
     fd, fd_err = frames.get("main", "fd")
     if bwd is None or fd is None:
         return add("numeric", name, False, bwd_err or fd_err)
+    if attempt is not None:
+        return add("numeric", name, False, attempt)
     tol, lines, ok = rubric.threshold("finite_differences"), [], True
     for key, u in main.directions.items():
         label = dx_name if key == "dx" else key[5:] + ".grad"
