@@ -327,9 +327,11 @@ def test_the_parent_memory_cannot_be_written_nor_traced(run):
 def test_a_daemon_cannot_rewrite_the_results_after_the_grade(run):
     r = run["results"]["daemon_mmap"]
     c, got = gelu(run, "daemon_mmap")
-    assert no_credit(c) and r["score"] == 10.5, r["score"]
+    # 10 for its LayerNorm; its GELU returns zeros, which earns nothing, not even the
+    # self-consistency checks (they pay only a forward near the right output)
+    assert no_credit(c) and r["score"] == 10.0, r["score"]
     row = next(g for g in run["grades"] if g["submission"] == "daemon_mmap")
-    assert float(row["score"]) == 10.5, row
+    assert float(row["score"]) == 10.0, row
     assert not run["daemons"], f"daemons still alive: {run['daemons']}"
 
 
@@ -453,7 +455,8 @@ def test_nan_gradients_earn_nothing(run):
     c, got = gelu(run, "nan_gradients")
     assert got == 0, f"{run['mode']}: {[(t['name'], t['score']) for t in c['tests'] if t['score']]}"
     rep = next(t for t in c["tests"] if "repeatable" in t["name"])
-    assert "not finite" in rep["output"], rep["output"]
+    # its forward returns zeros, so the self-comparison is not scored before its NaNs are looked at
+    assert "not finite" in rep["output"] or "not scored: your forward is far" in rep["output"], rep["output"]
 
 
 def test_a_deep_tree_left_in_tmp_is_removed(run):
