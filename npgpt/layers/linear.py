@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from .._checks import cache_of, float_input, grad_output
+from .._checks import cache_of, float_input, grad_output, size
 from ..module import Module, Parameter
 
 
@@ -18,6 +18,10 @@ class Linear(Module):
     def __init__(self, in_features, out_features, bias=True, rng=None):
         super().__init__()
         rng = np.random.default_rng(rng)
+        in_features, out_features = (
+            size("Linear", "in_features", in_features),
+            size("Linear", "out_features", out_features),
+        )
         self.in_features, self.out_features = in_features, out_features
         bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
         self.weight = Parameter(rng.uniform(-bound, bound, (out_features, in_features)))
