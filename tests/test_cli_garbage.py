@@ -21,6 +21,11 @@ TINY_CFG = {
 }
 
 
+# a run that takes a second, should a row's check ever let `train` start
+TINY_TRAIN = ["--max-iters", "1", "--n-layer", "1", "--n-embd", "8", "--n-head", "1", "--block-size", "4"]
+TINY_TRAIN += ["--eval-iters", "1", "--no-progress"]
+
+
 def _run(argv, capsys):
     """-> (exit status, stderr) of `npgpt ARGV` run in this process."""
     try:
@@ -43,6 +48,13 @@ def _assert_one_line_error(argv, pattern, capsys):
     [
         # before: ValueError from NumPy's default_rng, "internal error", exit 1
         (["check", "--seed", "-1"], r"--seed: must be >= 0, got -1"),
+        # before: overflow warnings, then FAIL and exit 1, for a step that measures nothing
+        (["check", "--only", "gelu", "--eps", "1e308"], r"--eps: must be in \(0, 1\], got 1e308"),
+        # before: accepted; the cosine "decay" raised the rate from 1e-3 to 1
+        (
+            ["train", "--min-lr", "1", "--learning-rate", "0.001", "--out-dir", "{tmp}/o", *TINY_TRAIN],
+            r"--min-lr \(1\) must be <= --learning-rate \(0.001\)",
+        ),
         # before: "expected non-negative integer", naming no flag
         (["explain", "layernorm", "--seed", "-5"], r"--seed: must be >= 0, got -5"),
         # before: two RuntimeWarnings and "cannot reshape array of size 0"
