@@ -157,3 +157,65 @@ def test_reference_tiny_config_still_writes_a_finite_dump(tmp_path, capsys):
     argv = ["reference", "--config", str(cfg), "-o", str(out), "--batch", "1", "--seq-len", "2"]
     status, err = _run([*argv, "--scale-weights", "2", "--max-memory", "1"], capsys)
     assert status == 0 and out.exists(), f"exit {status}: {err!r}"
+
+
+def _gpt2_folder(path, config=None, tensors=None, raw=None):
+    """A tiny Hugging Face GPT-2 folder (E = 8, one layer, 50 tokens), damaged as asked."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    E, f = 8, np.float32
+    good = {"wte.weight": np.zeros((50, E), f), "wpe.weight": np.zeros((8, E), f)}
+    good |= {"ln_f.weight": np.ones(E, f), "ln_f.bias": np.zeros(E, f)}
+    shapes = {
+        "ln_1.weight": (E,),
+        "ln_1.bias": (E,),
+        "ln_2.weight": (E,),
+        "ln_2.bias": (E,),
+        "attn.c_attn.weight": (E, 3 * E),
+        "attn.c_attn.bias": (3 * E,),
+        "attn.c_proj.weight": (E, E),
+        "attn.c_proj.bias": (E,),
+        "mlp.c_fc.weight": (E, 4 * E),
+        "mlp.c_fc.bias": (4 * E,),
+        "mlp.c_proj.weight": (4 * E, E),
+        "mlp.c_proj.bias": (E,),
+    }
+    good |= {f"h.0.{k}": np.zeros(s, f) for k, s in shapes.items()}
+    path.mkdir()
+    cfg = {"n_embd": E, "n_head": 2, "n_layer": 1, "n_positions": 8, "vocab_size": 50}
+    (path / "config.json").write_text(json.dumps({**cfg, **(config or {})}))
+    if raw is not None:
+        (path / "model.safetensors").write_bytes(raw)
+    else:
+        save_file(
+            {k: v for k, v in {**good, **(tensors or {})}.items() if v is not None},
+            str(path / "model.safetensors"),
+        )
+    (path / "vocab.json").write_text('{"a": 0}')
+    (path / "merges.txt").write_text("#version: 0.2\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("damage", "pattern"),
+    [
+        # before: SafetensorError, "internal error", exit 1
+        ({"raw": b"\xff" * 8 + b"garbage"}, r"model.safetensors cannot be read \(SafetensorError"),
+        # before: KeyError, "internal error", exit 1
+        ({"tensors": {"wpe.weight": None}}, r"model.safetensors has no tensor 'wpe.weight'"),
+        # before: RuntimeError from load_state_dict, "internal error", exit 1
+        (
+            {"tensors": {"h.0.mlp.c_proj.bias": __import__("numpy").zeros(5, "float32")}},
+            r"mis-shaped keys: trf_blocks.0.ff.layers.2.bias has shape \(5,\), expected \(8,\)",
+        ),
+        # before: "slice indices must be integers or None", internal error
+        ({"config": {"n_embd": "x"}}, r"embedding_dim must be an integer >= 0, got 'x'"),
+        # before: TypeError from the slicing in convert_state_dict, internal error
+        ({"config": {"n_embd": None}}, r"Embedding: embedding_dim must be an integer >= 0, got None"),
+    ],
+)
+def test_generate_from_a_damaged_gpt2_folder_is_a_one_line_error(damage, pattern, tmp_path, capsys):
+    pytest.importorskip("safetensors", reason="--gpt2 needs the `gpt2` extra (safetensors)")
+    folder = _gpt2_folder(tmp_path / "gpt2", **damage)
+    _assert_one_line_error(["generate", "--gpt2", str(folder), "--max-new-tokens", "1"], pattern, capsys)
