@@ -289,7 +289,7 @@ def test_the_attack_costs_only_its_own_component(run, name):
 
 
 def no_credit(c):
-    """The zeros GELU got nothing for its output or gradient (only "repeatable" may pass)."""
+    """The zeros GELU got nothing for its output or gradient."""
     return all(t["score"] == 0 for t in c["tests"] if t["name"] in ("GELU.forward: out", "GELU.backward: dx"))
 
 
@@ -327,9 +327,11 @@ def test_the_parent_memory_cannot_be_written_nor_traced(run):
 def test_a_daemon_cannot_rewrite_the_results_after_the_grade(run):
     r = run["results"]["daemon_mmap"]
     c, got = gelu(run, "daemon_mmap")
-    assert no_credit(c) and r["score"] == 10.5, r["score"]
+    # 10 for the honest LayerNorm; the zeros GELU earns nothing, not even "repeatable" (its
+    # forward is no attempt at GELU)
+    assert no_credit(c) and r["score"] == 10.0, r["score"]
     row = next(g for g in run["grades"] if g["submission"] == "daemon_mmap")
-    assert float(row["score"]) == 10.5, row
+    assert float(row["score"]) == 10.0, row
     assert not run["daemons"], f"daemons still alive: {run['daemons']}"
 
 
