@@ -164,13 +164,13 @@ def _repeat(spec, form, names, bwd, bwd_err, frames, rubric, add, attempt):
     name = f"{spec.cls}.backward: " + (
         "accumulation (+=) into .grad" if accumulate else "repeatable (backward twice)"
     )
-    if attempt is not None and bwd is not None:
-        return add("accumulate", name, False, attempt)
     if bwd is None or again is None:
         return add("accumulate", name, False, bwd_err or again_err)
     tol = rubric.threshold("repeat")
     if any(not np.all(np.isfinite(a)) for arrays in (bwd, again) for a in arrays.values()):
         return add("accumulate", name, False, "a gradient is not finite (NaN or inf): nothing to repeat")
+    if attempt is not None:
+        return add("accumulate", name, False, attempt)
     if not accumulate:
         bad = [
             k

@@ -289,7 +289,7 @@ def test_the_attack_costs_only_its_own_component(run, name):
 
 
 def no_credit(c):
-    """The zeros GELU got nothing for its output or gradient (only "repeatable" may pass)."""
+    """The zeros GELU got nothing for its output or gradient."""
     return all(t["score"] == 0 for t in c["tests"] if t["name"] in ("GELU.forward: out", "GELU.backward: dx"))
 
 
@@ -327,8 +327,8 @@ def test_the_parent_memory_cannot_be_written_nor_traced(run):
 def test_a_daemon_cannot_rewrite_the_results_after_the_grade(run):
     r = run["results"]["daemon_mmap"]
     c, got = gelu(run, "daemon_mmap")
-    # 10 for its LayerNorm; its GELU returns zeros, which earns nothing, not even the
-    # self-consistency checks (they pay only a forward near the right output)
+    # 10 for the honest LayerNorm; the zeros GELU earns nothing, not even "repeatable" (its
+    # forward is no attempt at GELU)
     assert no_credit(c) and r["score"] == 10.0, r["score"]
     row = next(g for g in run["grades"] if g["submission"] == "daemon_mmap")
     assert float(row["score"]) == 10.0, row
@@ -455,8 +455,7 @@ def test_nan_gradients_earn_nothing(run):
     c, got = gelu(run, "nan_gradients")
     assert got == 0, f"{run['mode']}: {[(t['name'], t['score']) for t in c['tests'] if t['score']]}"
     rep = next(t for t in c["tests"] if "repeatable" in t["name"])
-    # its forward returns zeros, so the self-comparison is not scored before its NaNs are looked at
-    assert "not finite" in rep["output"] or "not scored: your forward is far" in rep["output"], rep["output"]
+    assert "not finite" in rep["output"], rep["output"]
 
 
 def test_a_deep_tree_left_in_tmp_is_removed(run):
