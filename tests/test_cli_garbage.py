@@ -85,6 +85,22 @@ def _assert_one_line_error(argv, pattern, capsys):
             r"rubric /nonexistent/rubric.json: No such",
         ),
         (["grade", "sub.py", "--rubric", "{tmp}/bad.json"], r"rubric .*bad.json: not valid JSON"),
+        # before: --only "" was taken as no --only: every component graded
+        (["grade", "sub.py", "--only", ""], r"--only: no component named"),
+        # before: the submission (or --gradescope-zip) was ignored in silence
+        (["grade", "--self-test", "sub.py"], r"--self-test grades no submission; .*sub.py would be ignored"),
+        (["grade", "--gradescope-zip", "{tmp}/a.zip", "sub.py"], r"--gradescope-zip grades no submission"),
+        (
+            ["grade", "--self-test", "--gradescope-zip", "{tmp}/a.zip"],
+            r"--self-test and --gradescope-zip: give one",
+        ),
+        # before: ".results.4149.tmp: Is a directory", naming a file the user never gave
+        (["grade", "sub.py", "--results", "{tmp}"], r"--results .*: is a directory; name a file"),
+        # before: "only 0-dimensional arrays can be converted to Python scalars"
+        (
+            ["explain", "loss", "--dout", "[1, 2]"],
+            r"--dout for loss is the loss's gradient: one number, got shape \(2,\)",
+        ),
         # before: the whole benchmark ran, then the write failed
         (
             ["bench", "--quick", "--no-torch", "--json", "/nonexistent/x.json"],

@@ -154,6 +154,10 @@ def run(args):
         if args.targets is not None:
             options["targets"] = _parse("targets", args.targets)
         x, dout = _parse("input", args.input), _parse("dout", args.dout)
+        if dout is not None and name in ("crossentropy", "model") and dout.ndim != 0:
+            raise ValueError(
+                f"--dout for {args.component} is the loss's gradient: one number, got shape {dout.shape}"
+            )
         with np.errstate(all="ignore"):  # an overflow is reported below, in one line
             e = explain(name, x=x, seed=args.seed, dout=dout, **options)
         for part, steps in (("forward", e.forward), ("backward", e.backward)):

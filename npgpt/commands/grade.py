@@ -114,7 +114,17 @@ def run(args):
     from ..grade.rubric import Rubric
 
     try:
-        only = _components(args.only) if args.only else None
+        only = _components(args.only) if args.only is not None else None  # --only "" names nothing
+        modes = [
+            f for f, on in (("--self-test", args.self_test), ("--gradescope-zip", args.gradescope_zip)) if on
+        ]
+        if len(modes) == 2:
+            raise ValueError("--self-test and --gradescope-zip: give one of them")
+        if modes and args.submission:
+            raise ValueError(f"{modes[0]} grades no submission; {args.submission} would be ignored")
+        for flag, path in (("--results", args.results), ("--report", args.report)):
+            if path and os.path.isdir(path) and not (args.submission and os.path.isdir(args.submission)):
+                raise ValueError(f"{flag} {path}: is a directory; name a file")
         rubric = Rubric.load(args.rubric)
         if not 0 < args.timeout < float("inf") or args.memory < 64 or args.jobs < 1:  # nan fails too
             raise ValueError("--timeout must be a finite number > 0, --memory >= 64 (MB), --jobs >= 1")
