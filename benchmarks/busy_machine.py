@@ -141,6 +141,11 @@ def main():
         "--max-iters", type=int, default=CONFIG["max_iters"], help="shorten every run (default: 2000)"
     )
     ap.add_argument("--scenarios", default="idle,busy,pair", help="comma-separated (default: idle,busy,pair)")
+    ap.add_argument(
+        "--systems",
+        default="npgpt,nanoGPT",
+        help="which to run (default: npgpt,nanoGPT; nanoGPT needs --nanogpt)",
+    )
     ap.add_argument("--npgpt-args", default="", help="extra flags for npgpt train, e.g. '--threads 1'")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args()
@@ -148,8 +153,11 @@ def main():
     cfg = {**CONFIG, "max_iters": args.max_iters, "lr_decay_iters": args.max_iters}
     if args.max_iters % 250:  # both evaluate every 250 iterations; nanoGPT only then, so at the end too
         cfg["eval_interval"] = args.max_iters
-    systems = ["npgpt"]
-    if args.nanogpt is None:
+    wanted = set(args.systems.split(","))
+    systems = ["npgpt"] if "npgpt" in wanted else []
+    if "nanoGPT" not in wanted:
+        pass
+    elif args.nanogpt is None:
         print(
             f"nanoGPT not given (--nanogpt PATH): timing npgpt alone. To compare: {GET_NANOGPT}",
             file=sys.stderr,
@@ -191,7 +199,7 @@ def main():
                         {"scenario": scenario, "system": system, "copy": i, "load_before": before, **r}
                     )
 
-    idle = {r["system"]: r["wall_s"] for r in results if r["scenario"] == "idle"}
+    idle = {r["system"]: r["wall_s"] for r in results if r["scenario"] == "idle" and r["copy"] == 0}
     print(f"configuration: {cfg}; npgpt extra flags: {args.npgpt_args or '(none)'}")
     print("| scenario | system | wall s | x idle | val loss | peak RSS MB | load before |")
     print("|---|---|---|---|---|---|---|")
