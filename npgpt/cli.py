@@ -42,12 +42,20 @@ class HelpFormatter(argparse.HelpFormatter):
         return text
 
 
+class Parser(argparse.ArgumentParser):
+    """A usage error is one line, `npgpt train: error: ...`, and exit status 2; the usage block
+    that argparse prints first is left to `--help`. Subcommands' parsers are of this class too."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(argv=None):
     """The argument parser. Only the chosen subcommand's module is imported, so one
     subcommand's optional dependencies never stand in another's way."""
     argv = sys.argv[1:] if argv is None else argv
     chosen = next((a for a in argv if not a.startswith("-")), None)
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="npgpt",
         description="GPT-2's building blocks in plain NumPy, every gradient by hand.",
         formatter_class=HelpFormatter,

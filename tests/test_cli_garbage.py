@@ -235,3 +235,26 @@ def test_generate_from_a_damaged_gpt2_folder_is_a_one_line_error(damage, pattern
     pytest.importorskip("safetensors", reason="--gpt2 needs the `gpt2` extra (safetensors)")
     folder = _gpt2_folder(tmp_path / "gpt2", **damage)
     _assert_one_line_error(["generate", "--gpt2", str(folder), "--max-new-tokens", "1"], pattern, capsys)
+
+
+@pytest.mark.parametrize(
+    "argv, pattern",
+    [
+        (
+            ["train", "--dropout", "1.5"],
+            r"^npgpt train: error: argument --dropout: must be in \[0, 1\), got 1\.5",
+        ),
+        (["bogus"], r"^npgpt: error: argument COMMAND: invalid choice: 'bogus'"),
+        ([], r"^npgpt: error: the following arguments are required: COMMAND"),
+        (["check", "--only"], r"^npgpt check: error: argument --only: expected one argument"),
+        (["explain", "layernorm", "extra"], r"^npgpt: error: unrecognized arguments: extra"),
+    ],
+)
+def test_usage_errors_are_one_line_without_the_usage_block(argv, pattern, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2, f"{argv}: exit {e.value.code}"
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, f"{argv}: expected one line, got:\n{err}"
+    assert re.search(pattern, lines[0]), f"{argv}: {lines[0]!r} does not match {pattern!r}"
