@@ -8,6 +8,16 @@ docs/index.md), since scanning every activation for them would cost a pass over 
 import numpy as np
 
 
+def size(where, name, value, low=0):
+    """Return `value` as an int after checking that it is an integer (not a bool) >= low: a
+    constructor's dimension, named in the error, not NumPy's "negative dimensions"."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{where}: {name} must be an integer >= {low}, got {value!r}")
+    if value < low:
+        raise ValueError(f"{where}: {name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
 def float_input(where, name, x, dtype, ndim_min=1, last_dim=None):
     """Return `x` as an ndarray of `dtype`, after checking its kind, rank and last dimension.
 

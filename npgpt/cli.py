@@ -4,10 +4,10 @@ Each subcommand lives in its own module under npgpt/commands/, which defines HEL
 add_arguments(parser) and run(args) -> exit status; adding one is one line in COMMANDS.
 Every option needs a help text; its default is shown by HelpFormatter.
 
-Errors: bad input (an npgpt.errors.InputError, or an OSError such as a missing file) is one
-line, `npgpt COMMAND: error: MESSAGE`, and exit status 2; any other exception is one line
-naming its type, and exit status 1. `npgpt --debug COMMAND ...` or NPGPT_DEBUG=1 shows the
-traceback instead.
+Errors: bad input (an npgpt.errors.InputError, or an OSError such as a missing file) or sizes
+that do not fit in memory (MemoryError) is one line, `npgpt COMMAND: error: MESSAGE`, and exit
+status 2; any other exception is one line naming its type, and exit status 1.
+`npgpt --debug COMMAND ...` or NPGPT_DEBUG=1 shows the traceback instead.
 """
 
 import argparse
@@ -42,12 +42,20 @@ class HelpFormatter(argparse.HelpFormatter):
         return text
 
 
+class Parser(argparse.ArgumentParser):
+    """A usage error is one line, `npgpt train: error: ...`, and exit status 2; the usage block
+    that argparse prints first is left to `--help`. Subcommands' parsers are of this class too."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(argv=None):
     """The argument parser. Only the chosen subcommand's module is imported, so one
     subcommand's optional dependencies never stand in another's way."""
     argv = sys.argv[1:] if argv is None else argv
     chosen = next((a for a in argv if not a.startswith("-")), None)
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="npgpt",
         description="GPT-2's building blocks in plain NumPy, every gradient by hand.",
         formatter_class=HelpFormatter,
@@ -107,6 +115,14 @@ def main(argv=None):
         if _debug(args):
             raise
         print(f"npgpt {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except MemoryError as e:  # sizes the user chose (e.g. train --block-size 100000) that cannot fit
+        if _debug(args):
+            raise
+        print(
+            f"npgpt {args.command}: error: out of memory: {_one_line(e)}; choose smaller sizes",
+            file=sys.stderr,
+        )
         return 2
     except Exception as e:
         if _debug(args):

@@ -105,17 +105,33 @@ def load_gpt2(folder, dtype=np.float32):
                 f"load_gpt2: {folder} has no {name} (a Hugging Face GPT-2 folder has "
                 "config.json, model.safetensors, vocab.json, merges.txt)"
             )
-    hf = json.loads((folder / "config.json").read_text())
-    cfg = gpt2_config(hf)
+    from .errors import InputError
+
+    try:  # a damaged folder is bad input (one line from the CLI), not a crash inside a parser
+        hf = json.loads((folder / "config.json").read_text())
+        cfg = gpt2_config(hf)
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+        raise InputError(f"load_gpt2: {folder / 'config.json'} is not a GPT-2 config.json ({e!s})") from None
     _need("safetensors")
     from safetensors.numpy import load_file
 
-    sd = convert_state_dict(load_file(str(folder / "model.safetensors")), cfg)
-    model = GPTModel(cfg, rng=0)
-    model.out_head.weight = model.tok_emb.weight  # tied: one Parameter, shared
-    model.astype(dtype)
-    sd["out_head.weight"] = sd["tok_emb.weight"]
-    model.load_state_dict({**sd, **_masks(model)})
+    try:
+        tensors = load_file(str(folder / "model.safetensors"))
+    except Exception as e:  # safetensors' own SafetensorError: a damaged or foreign file
+        raise InputError(
+            f"load_gpt2: {folder / 'model.safetensors'} cannot be read ({type(e).__name__}: {e})"
+        ) from None
+    try:
+        model = GPTModel(cfg, rng=0)  # first: it checks the cfg's values, which convert_state_dict uses
+        sd = convert_state_dict(tensors, cfg)
+        model.out_head.weight = model.tok_emb.weight  # tied: one Parameter, shared
+        model.astype(dtype)
+        sd["out_head.weight"] = sd["tok_emb.weight"]
+        model.load_state_dict({**sd, **_masks(model)})
+    except KeyError as e:  # convert_state_dict: a tensor is missing
+        raise InputError(f"{e.args[0]} ({folder})") from None
+    except (RuntimeError, ValueError, TypeError) as e:  # mis-shaped tensors, a bad cfg value
+        raise InputError(f"load_gpt2: {folder}: {' '.join(str(e).split())[:300]}") from None
     eps = float(hf.get("layer_norm_epsilon", 1e-5))
     for _, mod in model.named_modules():
         if hasattr(mod, "eps") and hasattr(mod, "scale"):

@@ -143,6 +143,16 @@ def gradcheck(
         raise ValueError(f"gradcheck: mode must be 'full' or 'fast', got {mode!r}")
     if not isinstance(module, Module):
         raise TypeError(f"gradcheck: module must be an npgpt.Module, got {type(module).__name__}")
+    for name, v, low in (("eps", eps, "> 0"), ("atol", atol, ">= 0"), ("rtol", rtol, ">= 0")):
+        ok = isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool)
+        if not (ok and np.isfinite(v) and (v > 0 if name == "eps" else v >= 0)):
+            raise ValueError(f"gradcheck: {name} must be a finite number {low}, got {v!r}")
+    for i, a in enumerate(inputs):
+        if np.asarray(a).dtype.kind not in "fiu":
+            raise TypeError(
+                f"gradcheck: input {i} must be a float array (or integer ids), got {type(a).__name__} "
+                f"of dtype {np.asarray(a).dtype}"
+            )
     rng = np.random.default_rng(seed)
     m = copy.deepcopy(module).astype(np.float64)
     ins = [np.array(a, dtype=np.float64) if np.asarray(a).dtype.kind == "f" else a for a in inputs]

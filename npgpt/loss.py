@@ -10,9 +10,15 @@ import numpy as np
 from ._checks import cache_of, float_input, index_input
 from .module import Module
 
-# what backward reads: the log-probabilities logp (N, V), the targets y (N,), which rows count
-# keep (N,), how many n, and the logits' shape
-LossCache = namedtuple("LossCache", "logp y keep n shape")
+
+class LossCache(namedtuple("LossCache", "logp y keep n shape")):
+    """What backward reads: the log-probabilities logp (N, V), the targets y (N,), which rows
+    count keep (N,), how many n, and the logits' shape. `probs()` is softmax(logits) (N, V)."""
+
+    __slots__ = ()
+
+    def probs(self):
+        return np.exp(self.logp)
 
 
 class CrossEntropyLoss(Module):

@@ -9,7 +9,7 @@ embeddings' scatter-adds; its input is integer ids, so it returns None.
 
 import numpy as np
 
-from ._checks import cache_of, grad_output, index_input
+from ._checks import cache_of, grad_output, index_input, size
 from .layers.block import TransformerBlock
 from .layers.dropout import Dropout
 from .layers.embedding import Embedding
@@ -34,6 +34,10 @@ class GPTModel(Module):
     def __init__(self, cfg, rng=None):
         super().__init__()
         rng = np.random.default_rng(rng)
+        missing = [k for k in GPT_CONFIG_124M if k != "qkv_bias" and k not in cfg]
+        if missing:
+            raise ValueError(f"GPTModel: cfg is missing key(s) {', '.join(missing)}")
+        size("GPTModel", "cfg['n_layers']", cfg["n_layers"])
         V, E, L = cfg["vocab_size"], cfg["emb_dim"], cfg["context_length"]
         self.cfg = dict(cfg)
         self.tok_emb = Embedding(V, E, rng=rng)

@@ -206,14 +206,24 @@ class Module:
 
     def load_state_dict(self, state_dict, strict=True):
         """Copy arrays into parameters and buffers; clear errors for missing/unexpected/mis-shaped keys."""
+        where = f"{type(self).__name__}.load_state_dict"
+        if not hasattr(state_dict, "items") or not hasattr(state_dict, "__contains__"):
+            raise TypeError(
+                f"{where}: state_dict must be a dict of name -> array, got {type(state_dict).__name__}"
+            )
         own = dict(self.named_parameters(remove_duplicate=False))
         buffers = {name: (mod, attr) for name, mod, attr in self.named_buffers()}
         missing = [k for k in list(own) + list(buffers) if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own and k not in buffers]
-        wrong = []
+        wrong, mistyped = [], []
         for k, v in state_dict.items():
             target = own[k].data if k in own else getattr(*buffers[k]) if k in buffers else None
-            if target is not None and np.shape(v) != target.shape:
+            if target is None:
+                continue
+            kind = np.asarray(v).dtype.kind
+            if kind not in "fiub" if target.dtype.kind == "b" else kind not in "fiu":
+                mistyped.append(f"{k} has dtype {np.asarray(v).dtype}, expected numbers ({target.dtype})")
+            elif np.shape(v) != target.shape:
                 wrong.append(f"{k} has shape {np.shape(v)}, expected {target.shape}")
         problems = []
         if strict and missing:
@@ -222,8 +232,10 @@ class Module:
             problems.append("unexpected keys: " + ", ".join(unexpected))
         if wrong:
             problems.append("mis-shaped keys: " + "; ".join(wrong))
+        if mistyped:
+            problems.append("keys that are not numbers: " + "; ".join(mistyped))
         if problems:
-            raise RuntimeError(f"{type(self).__name__}.load_state_dict: " + "; ".join(problems))
+            raise RuntimeError(f"{where}: " + "; ".join(problems))
         for k, v in state_dict.items():
             if k in own:
                 p = own[k]

@@ -114,6 +114,8 @@ def estimate_loss(model, splits, cfg, rng, should_stop=None):
 def check_out_dir(out_dir, resume=False, force=False):
     """An InputError unless `out_dir` may be written: it is not a file, and a checkpoint in it
     is continued (`resume`) or overwritten on purpose (`force`)."""
+    if not out_dir:
+        raise InputError("--out-dir is empty; name a directory (`.` for this one)")
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise InputError(f"--out-dir {out_dir} is a file, not a directory")
     found = [
@@ -131,6 +133,10 @@ def check_out_dir(out_dir, resume=False, force=False):
             f"{out_dir} already holds a checkpoint ({', '.join(found)}): --resume continues it, "
             "--force overwrites it, or choose another --out-dir"
         )
+    try:  # a directory that cannot be made fails now, not at the first save after training
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"--out-dir {out_dir}: cannot create it: {e.strerror}") from None
 
 
 def _resume_state(out_dir):

@@ -29,13 +29,16 @@ def run(args):
     from ..assignments import starter
 
     names = list(args.names)
+    if args.output == "":
+        print("npgpt assignment: -o is empty; name a file, or leave -o out for stdout", file=sys.stderr)
+        return 2
     filename = os.path.basename(args.output) if args.output else "submission.py"
     try:
         text = starter(names, filename)
     except ValueError as e:
         print(f"npgpt assignment: {e}", file=sys.stderr)
         return 2
-    if not args.output:
+    if args.output is None:
         sys.stdout.write(text)
         return 0
     if os.path.exists(args.output) and not args.force:

@@ -4,6 +4,7 @@ itself, otherwise with --torch-twin FILE. Method: docs/bench.md.
 """
 
 import json
+import os
 import sys
 
 from ..bench.report import format_report, jsonable
@@ -66,6 +67,17 @@ def run(args):
     except UnknownComponent as e:
         print(f"npgpt bench: --only: {e}", file=sys.stderr)
         return 2
+
+    if args.json is not None:  # a --json that cannot be written fails now, not after the whole run
+        folder = os.path.dirname(args.json) or "."
+        if not args.json or os.path.isdir(args.json) or not os.path.isdir(folder):
+            why = (
+                "is a directory"
+                if args.json and os.path.isdir(args.json)
+                else f"folder {folder} does not exist"
+            )
+            print(f"npgpt bench: --json {args.json!r}: {why if args.json else 'is empty'}", file=sys.stderr)
+            return 2
 
     twin = None if args.no_torch else args.torch_twin or default_twin()
     try:

@@ -37,18 +37,30 @@ def cases(seed, components=None):
             yield case.label, module, tuple(_inputs(i, rng) for i in case.inputs), {}
 
 
+def _step(text):
+    """--eps: a finite-difference step in (0, 1]; a larger one measures nothing and overflows."""
+    import argparse
+
+    from .argtypes import positive_float
+
+    v = positive_float(text)
+    if v > 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return v
+
+
 def add_arguments(parser):
-    from .argtypes import at_least, positive_float
+    from .argtypes import at_least
 
     nonneg = at_least(0.0, float)
-    parser.add_argument("--seed", type=int, default=0, help="seed for inputs, weights and dout")
+    parser.add_argument("--seed", type=at_least(0), default=0, help="seed for inputs, weights and dout")
     parser.add_argument(
         "--only",
         default=None,
         metavar="NAMES",
         help="comma-separated components to check: " + ", ".join(c.name for c in supported("check")),
     )
-    parser.add_argument("--eps", type=positive_float, default=1e-6, help="finite-difference step")
+    parser.add_argument("--eps", type=_step, default=1e-6, help="finite-difference step, in (0, 1]")
     parser.add_argument("--atol", type=nonneg, default=1e-6, help="absolute tolerance of each gradient")
     parser.add_argument("--rtol", type=nonneg, default=1e-5, help="relative tolerance of each gradient")
 

@@ -45,7 +45,11 @@ def add_arguments(parser):
     parser.add_argument(
         "--unbiased", action="store_true", help="layernorm only: divide the variance by C - 1"
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed for weights, dout and default inputs")
+    from .argtypes import at_least
+
+    parser.add_argument(
+        "--seed", type=at_least(0), default=0, help="seed for weights, dout and default inputs"
+    )
     parser.add_argument("--format", choices=("text", "markdown"), default="text", help="output format")
 
 
@@ -53,9 +57,16 @@ def _parse(name, text):
     if text is None:
         return None
     try:
-        return np.asarray(json.loads(text))
+        v = np.asarray(json.loads(text))
     except (json.JSONDecodeError, ValueError) as err:
         raise ValueError(f"--{name} must be a JSON number or (nested) list, got {text!r}: {err}") from None
+    if v.dtype.kind not in "iuf":  # true/false, strings, objects, ragged lists
+        raise ValueError(f"--{name} must hold numbers only, got {text!r}")
+    if v.size == 0:
+        raise ValueError(f"--{name} is empty: {text!r}")
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"--{name} holds NaN or infinity: {text!r}")
+    return v
 
 
 def _values(v, indent):
@@ -142,13 +153,18 @@ def run(args):
     try:
         if args.targets is not None:
             options["targets"] = _parse("targets", args.targets)
-        e = explain(
-            name,
-            x=_parse("input", args.input),
-            seed=args.seed,
-            dout=_parse("dout", args.dout),
-            **options,
-        )
+        x, dout = _parse("input", args.input), _parse("dout", args.dout)
+        if dout is not None and name in ("crossentropy", "model") and dout.ndim != 0:
+            raise ValueError(
+                f"--dout for {args.component} is the loss's gradient: one number, got shape {dout.shape}"
+            )
+        with np.errstate(all="ignore"):  # an overflow is reported below, in one line
+            e = explain(name, x=x, seed=args.seed, dout=dout, **options)
+        for part, steps in (("forward", e.forward), ("backward", e.backward)):
+            for s in steps:
+                v = np.asarray(s.value, dtype=np.float64)
+                if np.isnan(v).any() or np.isposinf(v).any():  # -inf is the causal mask's
+                    raise ValueError(f"{part} step {s.name} overflows to inf or NaN; give smaller values")
     except (ValueError, TypeError, IndexError) as err:
         msg = str(err)  # the explainers' own messages start with "explain <component>:"
         print(

@@ -59,9 +59,11 @@ def add_arguments(parser):
     parser.add_argument(
         "--memory", type=int, default=2048, help="memory limit per component in MB (default 2048)"
     )
+    from .argtypes import at_least
+
     parser.add_argument(
         "--seed",
-        type=int,
+        type=at_least(0),
         default=None,
         help="seed for inputs and parameters (default: random, printed in the report)",
     )
@@ -112,10 +114,20 @@ def run(args):
     from ..grade.rubric import Rubric
 
     try:
-        only = _components(args.only) if args.only else None
+        only = _components(args.only) if args.only is not None else None  # --only "" names nothing
+        modes = [
+            f for f, on in (("--self-test", args.self_test), ("--gradescope-zip", args.gradescope_zip)) if on
+        ]
+        if len(modes) == 2:
+            raise ValueError("--self-test and --gradescope-zip: give one of them")
+        if modes and args.submission:
+            raise ValueError(f"{modes[0]} grades no submission; {args.submission} would be ignored")
+        for flag, path in (("--results", args.results), ("--report", args.report)):
+            if path and os.path.isdir(path) and not (args.submission and os.path.isdir(args.submission)):
+                raise ValueError(f"{flag} {path}: is a directory; name a file")
         rubric = Rubric.load(args.rubric)
-        if args.timeout <= 0 or args.memory < 64 or args.jobs < 1:
-            raise ValueError("--timeout must be > 0, --memory >= 64 (MB), --jobs >= 1")
+        if not 0 < args.timeout < float("inf") or args.memory < 64 or args.jobs < 1:  # nan fails too
+            raise ValueError("--timeout must be a finite number > 0, --memory >= 64 (MB), --jobs >= 1")
     except (ValueError, OSError) as e:
         return _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
     if args.gradescope_zip:
@@ -198,7 +210,7 @@ def run(args):
     if not results or fmt == "text":
         sys.stdout.write(text)
     else:
-        print(f"{result.submission}: {result.score:g}/{result.max_score:g} -> {results}")
+        print(f"{sandbox.one_line(result.submission)}: {result.score:g}/{result.max_score:g} -> {results}")
     return 0
 
 

@@ -85,6 +85,10 @@ def run(args):
         return _die(f"--adamw-steps must be in [0, 10000], got {args.adamw_steps}")
     if not (np.isfinite(args.scale_weights) and args.scale_weights != 0.0):
         return _die(f"--scale-weights must be a finite non-zero number, got {args.scale_weights}")
+    if not (np.isfinite(args.perturb_norms) and args.perturb_norms >= 0.0):
+        return _die(f"--perturb-norms must be a finite number >= 0, got {args.perturb_norms}")
+    if args.max_memory is not None and not (np.isfinite(args.max_memory) and args.max_memory > 0.0):
+        return _die(f"--max-memory must be a finite number of GiB > 0, got {args.max_memory}")
     source, tied, hf = {}, False, None
     try:
         if args.model:
@@ -98,6 +102,12 @@ def run(args):
                 return _die(f"--config {args.config}: {e.strerror}")
             except (UnicodeDecodeError, json.JSONDecodeError) as e:
                 return _die(f"--config {args.config}: not valid JSON ({str(e)[:80]})")
+            unknown = sorted(set(raw) - set(D.CFG_KEYS)) if isinstance(raw, dict) else []
+            if unknown:
+                return _die(
+                    f"--config {args.config}: unknown key(s) {', '.join(unknown)} "
+                    f"(GPTModel cfg keys: {', '.join(D.CFG_KEYS)})"
+                )
             cfg, source = D.check_config(raw, f"--config {args.config}"), {"config": Path(args.config).name}
         else:
             from ..gpt2 import gpt2_config
@@ -126,12 +136,12 @@ def run(args):
         if not 1 <= T <= cfg["context_length"]:
             return _die(f"--seq-len must be in [1, context_length = {cfg['context_length']}], got {T}")
         need = D.estimate_bytes(cfg, B, T, args.adamw_steps, tied)
-        have = args.max_memory * 2**30 if args.max_memory else D.mem_total()
+        have = args.max_memory * 2**30 if args.max_memory is not None else D.mem_total()
         if have is not None and need > have:
             return _die(
                 f"a {D.n_params(cfg, tied) / 1e6:.0f}M-parameter model at B={B}, T={T} needs about "
                 f"{need / 2**30:.1f} GiB (float64 and float32 steps, every activation kept), more than the "
-                f"{have / 2**30:.1f} GiB {'allowed' if args.max_memory else 'this machine has'}; use a smaller "
+                f"{have / 2**30:.1f} GiB {'allowed' if args.max_memory is not None else 'this machine has'}; use a smaller "
                 "configuration, --batch or --seq-len"
             )
         ids, targets = D.build_inputs(cfg, B, T, args.seed, tokens)
@@ -160,28 +170,35 @@ def run(args):
     except D.DumpError as e:
         return _die(str(e))
     t0 = time.perf_counter()
-    if args.gpt2:
-        from ..gpt2 import load_gpt2
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, in one line
+        if args.gpt2:
+            from ..gpt2 import load_gpt2
 
-        try:
-            model, _ = load_gpt2(args.gpt2, np.float64)
-        except (OSError, ImportError, KeyError, ValueError, RuntimeError) as e:
-            return _die(f"--gpt2 {args.gpt2}: {str(e).splitlines()[0]}")
-        model = D.make_model(None, None, args.scale_weights, keep_dropout=args.keep_dropout, model=model)
-    else:
-        try:
-            model = D.make_model(
-                cfg,
-                args.seed,
-                args.scale_weights,
-                given,
-                keep_dropout=args.keep_dropout,
-                perturb=args.perturb_norms,
-            )
-        except RuntimeError as e:  # load_state_dict: missing, unexpected or mis-shaped keys
-            return _die(f"--from {args.from_dump}: {str(e)[:300]}")
-    tensors, phase, yard = D.run_reference(model, ids, targets, args.dtype, args.adamw_steps)
+            try:
+                model, _ = load_gpt2(args.gpt2, np.float64)
+            except (OSError, ImportError, KeyError, ValueError, RuntimeError) as e:
+                return _die(f"--gpt2 {args.gpt2}: {str(e).splitlines()[0]}")
+            model = D.make_model(None, None, args.scale_weights, keep_dropout=args.keep_dropout, model=model)
+        else:
+            try:
+                model = D.make_model(
+                    cfg,
+                    args.seed,
+                    args.scale_weights,
+                    given,
+                    keep_dropout=args.keep_dropout,
+                    perturb=args.perturb_norms,
+                )
+            except RuntimeError as e:  # load_state_dict: missing, unexpected or mis-shaped keys
+                return _die(f"--from {args.from_dump}: {str(e)[:300]}")
+        tensors, phase, yard = D.run_reference(model, ids, targets, args.dtype, args.adamw_steps)
     t1 = time.perf_counter()
+    bad = [k for k, v in tensors.items() if not np.all(np.isfinite(v))]
+    if bad:
+        return _die(
+            f"the step overflowed: {len(bad)} tensors hold inf or NaN (first: {bad[0]}, loss "
+            f"{float(tensors['loss'])}); lower --scale-weights or --perturb-norms"
+        )
     meta = {
         "npgpt_version": _version(),
         "source": source,

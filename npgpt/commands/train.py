@@ -114,6 +114,10 @@ def run(args):
     cfg = {k: getattr(args, k) for k in DEFAULTS}
     if cfg["threads"] is not None and not cfg["fast"]:
         raise InputError("--threads sets the fast path's threads; --reference runs without them")
+    if cfg["min_lr"] > cfg["learning_rate"]:  # the "decay" would raise the rate past its peak
+        raise InputError(
+            f"--min-lr ({cfg['min_lr']:g}) must be <= --learning-rate ({cfg['learning_rate']:g})"
+        )
     if cfg["n_embd"] % cfg["n_head"]:
         raise InputError(f"--n-embd ({cfg['n_embd']}) must be divisible by --n-head ({cfg['n_head']})")
     if cfg["resume"]:

@@ -13,6 +13,8 @@ def explain_embedding(x=None, seed=0, dout=None, num_embeddings=4, embedding_dim
     idx = np.asarray([[1, 3, 1, 0]] if x is None else x)
     if idx.dtype.kind not in "iu" or idx.size == 0 or idx.min() < 0:
         raise ValueError(f"explain embedding: the input must be non-negative integer ids, got {idx!r}")
+    if idx.max() >= 1000:  # the whole table is printed: one row per id up to the largest
+        raise ValueError(f"explain embedding: ids must be < 1000 (the table is printed), got {idx.max()}")
     num_embeddings = max(num_embeddings, int(idx.max()) + 1)
     emb = _round_params(Embedding(num_embeddings, embedding_dim, rng=rng))
     W = emb.weight.data

@@ -40,6 +40,13 @@ FAST = {
 REFERENCE = {fast: ref for ref, fast in FAST.items()}
 
 
+def _check_module(where, module):
+    from ..module import Module
+
+    if not isinstance(module, Module):
+        raise TypeError(f"npgpt.fast.{where}: module must be an npgpt.Module, got {type(module).__name__}")
+
+
 def _switch(module, table):
     for _, m in module.named_modules():
         cls = table.get(type(m))
@@ -56,6 +63,7 @@ def accelerate(module, threads=None):
     argument, else OMP_NUM_THREADS / OPENBLAS_NUM_THREADS, else npgpt's choice from the CPUs
     this process may use and the model's size.
     """
+    _check_module("accelerate", module)
     n_params = sum(p.data.size for p in module.parameters()) or None
     if threads is not None or n_params is not None or _blas_threads._threads is None:
         _blas_threads.set_threads(threads, n_params)
@@ -65,6 +73,7 @@ def accelerate(module, threads=None):
 
 def reference(module):
     """Switch `module` and every fast submodule back to the reference, in place; return `module`."""
+    _check_module("reference", module)
     _switch(module, REFERENCE)
     return module
 

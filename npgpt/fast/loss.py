@@ -17,9 +17,13 @@ from ._workspace import blockwise, buffer
 
 class LossCache(namedtuple("LossCache", "expz sumexp y keep n shape")):
     """What backward reads: exp(z - max) (N, V) and its row sums (N, 1), the targets (N,), which
-    rows count (N,), how many, and the logits' shape."""
+    rows count (N,), how many, and the logits' shape. `probs()` is softmax(logits) (N, V), as
+    the reference's cache gives it."""
 
     __slots__ = ()
+
+    def probs(self):
+        return self.expz / self.sumexp
 
 
 class CrossEntropyLoss(reference.CrossEntropyLoss):

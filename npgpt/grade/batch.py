@@ -17,6 +17,8 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+from .sandbox import one_line
+
 NPGPT_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BOOT = "import sys; sys.path.insert(0, sys.argv.pop(1)); from npgpt.cli import main; sys.exit(main())"
 
@@ -25,17 +27,34 @@ def find_submissions(folder):
     """(name, path) of every submission in `folder`, sorted by name."""
     found = []
     for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-        if entry.is_file() and entry.name.endswith(".py"):
+        if entry.is_symlink() and (entry.name.endswith(".py") or entry.is_dir()):
+            # Never followed: a link to another student's folder or file would be graded as this
+            # one. Listed, so that its row says why it scores 0.
+            found.append((entry.name[:-3] if entry.name.endswith(".py") else entry.name, entry.path))
+        elif entry.is_file() and entry.name.endswith(".py"):
             found.append((entry.name[:-3], entry.path))
         elif entry.is_dir() and not entry.name.startswith("."):
             pys = sorted(f for f in os.listdir(entry.path) if f.endswith(".py"))
             pick = "submission.py" if "submission.py" in pys else pys[0] if len(pys) == 1 else None
             if pick:
                 found.append((entry.name, os.path.join(entry.path, pick)))
-    return found
+    # alice.py and a folder alice/ would write the same alice.json, and each row would read
+    # whichever finished last: the second gets a name of its own.
+    names, unique = {n for n, _ in found}, []
+    for name, path in found:
+        if any(name == n for n, _ in unique):
+            k = 2
+            while f"{name}-{k}" in names:
+                k += 1
+            name = f"{name}-{k}"
+            names.add(name)
+        unique.append((name, path))
+    return unique
 
 
 def _grade_one(name, path, out, args, only):
+    if os.path.islink(path):
+        return name, None, "the submission is a symbolic link, which is not followed: 0 points"
     cmd = [
         sys.executable,
         "-c",
@@ -72,6 +91,7 @@ def _grade_one(name, path, out, args, only):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        errors="replace",  # a file name that is not UTF-8 comes back in the grader's messages
         start_new_session=True,
     )
     try:
@@ -93,7 +113,7 @@ def _grade_one(name, path, out, args, only):
 def grade_folder(args, only):
     folder = os.path.abspath(args.submission)
     out = args.results or folder.rstrip(os.sep) + "_results"
-    os.makedirs(out, exist_ok=True)
+    os.makedirs(out, mode=0o700, exist_ok=True)  # a new one: closed to the sandbox uids (user mode)
     subs = find_submissions(folder)
     if not subs:
         print(f"npgpt grade: no submissions (*.py, or folders with one) in {folder}", file=sys.stderr)
@@ -115,9 +135,18 @@ def grade_folder(args, only):
             rows.append(row)
             _write_csv(path, rows, columns)
             shown = f"{row['score']:g}/{row['max_score']:g}" if data else "grading failed"
-            print(f"[{i}/{len(subs)}] {name}: {shown}", file=sys.stderr, flush=True)
+            print(f"[{i}/{len(subs)}] {one_line(name)}: {shown}", file=sys.stderr, flush=True)
     print(f"graded {len(rows)} submissions -> {path}")
     return 0
+
+
+def _cell(value):
+    """A CSV cell a spreadsheet shows as text: a name or message on one line, without control or
+    invisible characters, and never a formula (a file named "=HYPERLINK(...).py")."""
+    if not isinstance(value, str):
+        return value
+    value = one_line(value, 500)
+    return "'" + value if value[:1] in ("=", "+", "-", "@") else value
 
 
 def _write_csv(path, rows, columns):
@@ -125,5 +154,5 @@ def _write_csv(path, rows, columns):
     with open(tmp, "w", newline="") as f:
         writer = csv.DictWriter(f, ["submission", "score", "max_score"] + columns + ["error"], restval="")
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({k: _cell(v) for k, v in row.items()} for row in rows)
     os.replace(tmp, path)

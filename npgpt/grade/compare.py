@@ -34,7 +34,7 @@ class Comparison:
 
 
 def _fmt(v):
-    return f"{v:.6g}"
+    return f"{v + 0.0:.6g}"  # + 0.0: a negative zero prints as 0, not -0
 
 
 def compare(what, got, expected, tol, normwise=False, dtype=None):

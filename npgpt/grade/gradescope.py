@@ -41,6 +41,9 @@ RUN = """#!/usr/bin/env bash
 # npgpt autograder (built by `npgpt grade --gradescope-zip`): grades the .py file the student
 # uploaded and writes /autograder/results/results.json (always, even for a missing file).
 mkdir -p /autograder/results
+# The metadata holds earlier submissions' full results, hidden tests included: closed to the
+# sandbox's uid (user mode; bwrap mode never mounts it).
+chmod go-rwx /autograder/results /autograder/submission_metadata.json 2>/dev/null || true
 cd /opt/npgpt/grader
 exec /opt/npgpt/bin/python -m npgpt grade /autograder/submission --format gradescope \\
     --results /autograder/results/results.json --sandbox {sandbox} --require-sandbox{extra}
@@ -108,8 +111,10 @@ def pick(folder):
 
     counts = []
     for p in pys:
-        try:
-            with open(p, "rb") as f:
+        try:  # never through a link (a repository may hold one) nor into a FIFO or a device
+            with os.fdopen(os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    raise OSError("not a regular file")
                 found, _ = detect(f.read(2 << 20).decode("utf-8", "replace"), p)
         except (OSError, ValueError, RecursionError):
             found = {}

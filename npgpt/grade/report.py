@@ -10,6 +10,7 @@ import json
 
 from ..commands.docs import component_name
 from .rubric import Rubric
+from .sandbox import one_line
 
 STUDENT_OUTPUT = 2000  # characters of a component's captured stdout/stderr shown per component
 
@@ -21,6 +22,14 @@ def _fmt(x):
 def _total(tests, attr):
     """The exact sum of rounded scores (whole numbers of 1e-4), as a float."""
     return sum(round(getattr(t, attr) * 10_000) for t in tests) / 10_000
+
+
+def _block(head, text, indent):
+    """`head` + `text`, every further line of `text` indented: a message the child wrote (an
+    exception's text) can hold newlines, and must not start a line that looks like the report's own
+    (a fake "== GELU ...: 10/10" or "total: 70/70")."""
+    first, *rest = text.split("\n")
+    return [head + first] + [indent + "| " + line for line in rest if line.strip()]
 
 
 def _test_text(t, problem=""):
@@ -45,7 +54,7 @@ def thresholds_line(rubric):
     return (
         f"relative error max|a-b|/max(1e-8, |a|+|b|) <= {rubric.threshold('float64'):g} (float64), "
         f"finite differences <= {rubric.threshold('finite_differences'):g}, float32 (norm-wise) "
-        f"<= {rubric.threshold('float32'):g}"
+        f"<= {rubric.threshold('float32'):g}; self-checks pay when out is within {rubric.threshold('attempt'):g}"
     )
 
 
@@ -70,9 +79,10 @@ def to_text(result, rubric=None):
     rubric = rubric or Rubric.load()
     first = sandbox_line(result)
     lines = [first] if first.startswith("WARNING") else []
-    lines += [f"npgpt grade: {result.submission}  (seed {result.seed})", thresholds_line(rubric)]
+    lines += [f"npgpt grade: {one_line(result.submission)}  (seed {result.seed})", thresholds_line(rubric)]
     lines += ([] if first.startswith("WARNING") else [first]) + [""]
-    lines += [f"note: {n}" for n in result.notes]
+    for n in result.notes:
+        lines += _block("note: ", n, "      ")
     for c in result.components:
         form = {"class": f"class {c.cls}", "function": "CS231n-style functions", "missing": "not defined"}[
             c.form
@@ -80,7 +90,7 @@ def to_text(result, rubric=None):
         got, total = _total(c.tests, "score"), _total(c.tests, "max_score")
         lines.append(f"== {c.cls} ({form}): {_fmt(got)}/{_fmt(total)}")
         if c.problem:
-            lines.append(f"  problem: {c.problem}")
+            lines += _block("  problem: ", c.problem, "           ")
         for t in c.tests:
             lines += ["  " + line for line in _test_text(t, c.problem)]
         if got < total:
@@ -98,10 +108,11 @@ def _test_output(t):
 def to_gradescope(result, rubric=None):
     rubric = rubric or Rubric.load()
     summary = [sandbox_line(result), f"seed {result.seed}; {thresholds_line(rubric)}"]
-    summary += [f"note: {n}" for n in result.notes]
+    for n in result.notes:
+        summary += _block("note: ", n, "      ")
     for c in result.components:
         if c.problem:
-            summary.append(f"{c.cls}: {c.problem}")
+            summary += _block(f"{c.cls}: ", c.problem, "    ")
         summary += _captured(c)
     tests = [
         {

@@ -40,8 +40,13 @@ class Rubric:
     def load(cls, path=None):
         data = json.loads(resources.files("npgpt.grade").joinpath("rubric.json").read_text())
         if path:
-            with open(path) as f:
-                override = json.load(f)
+            try:
+                with open(path, encoding="utf-8") as f:
+                    override = json.load(f)
+            except OSError as e:
+                raise ValueError(f"rubric {path}: {e.strerror or e}") from None
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise ValueError(f"rubric {path}: not valid JSON ({e})") from None
             if not isinstance(override, dict):
                 raise ValueError(f"rubric {path}: expected a JSON object")
             for key, value in override.items():

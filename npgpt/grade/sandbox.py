@@ -6,10 +6,13 @@ Three modes (docs/grading.md, "Security"):
   namespaces, a read-only file system holding only /usr (with every site-packages and
   dist-packages folder hidden under an empty tmpfs), numpy, the harness, the stub npgpt package,
   the submission and its inputs, and a private tmpfs for /tmp. Run as root, the child also drops
-  to a uid of its own (setpriv); run as a user, bwrap maps it into a user namespace.
+  to a uid of its own (setpriv); run as a user, bwrap maps it into a user namespace. The seccomp
+  filter of "user" mode applies too (no keyrings: they belong to the uid, not to a namespace).
 - "user": the grader is root but namespaces are blocked (Docker's default seccomp profile). The
-  child runs under a uid of its own that owns nothing, with rlimits; every process of that uid is
-  killed after each component. Files the grader's user alone can read stay unreadable to it.
+  child runs under a uid of its own that owns nothing, with rlimits; after each component every
+  process of that uid is killed, and what it left in world-writable folders and its SysV IPC
+  objects (which outlive processes) are removed. Files the grader's user alone can read stay
+  unreadable to it.
 - "none": neither is available (a student on a laptop). Grading still runs, but the report says
   on its first line that the run is not isolated.
 
@@ -38,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unicodedata
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -337,17 +341,27 @@ def _kill(pid):
         pass
 
 
-# --- seccomp: no sockets in "user" mode (there is no network namespace to take them away) -------
+# --- seccomp: no sockets, no ptrace, no io_uring, no kernel keyrings -------------------------
 
-_ARCH = {"x86_64": (0xC000003E, 41, 101, 425), "aarch64": (0xC00000B7, 198, 117, 425)}
+# audit arch, then socket, ptrace, io_uring_setup, add_key, request_key, keyctl
+_ARCH = {
+    "x86_64": (0xC000003E, 41, 101, 425, 248, 249, 250),
+    "aarch64": (0xC00000B7, 198, 117, 425, 217, 218, 219),
+}
 
 
 def _seccomp_program():
-    """A classic-BPF filter failing socket(), ptrace() and io_uring_setup() with EACCES, or None."""
+    """A classic-BPF filter failing socket(), ptrace(), io_uring_setup() and the keyring calls
+    (add_key, request_key, keyctl) with EACCES, or None.
+
+    Sockets: "user" mode has no network namespace to take them away. Keyrings: they belong to the
+    uid (and the session keyring is the grader's), not to a namespace, and outlive the sandbox: a
+    child could leave a note there for the next submission graded under the same uid.
+    """
     arch = _ARCH.get(os.uname().machine)
     if arch is None:
         return None
-    audit, nr_socket, nr_ptrace, nr_uring = arch
+    audit, *denied = arch
     ld, jeq, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
     allow, deny = 0x7FFF0000, 0x00050000 | errno.EACCES  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO
     prog = [
@@ -355,12 +369,9 @@ def _seccomp_program():
         (jeq, 1, 0, audit),
         (ret, 0, 0, allow),  # another ABI (x32, compat): leave it (bwrap's namespaces are the defence)
         (ld, 0, 0, 0),  # syscall number
-        (jeq, 3, 0, nr_socket),
-        (jeq, 2, 0, nr_ptrace),
-        (jeq, 1, 0, nr_uring),
-        (ret, 0, 0, allow),
-        (ret, 0, 0, deny),
     ]
+    prog += [(jeq, len(denied) - i, 0, nr) for i, nr in enumerate(denied)]  # a match: to `deny`
+    prog += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
     return b"".join(struct.pack("HBBI", *ins) for ins in prog)
 
 
@@ -437,7 +448,7 @@ def kill_uid(uid, deadline):
         time.sleep(0.01)
 
 
-SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
 
 
 def remove_files_of(uid):
@@ -446,6 +457,7 @@ def remove_files_of(uid):
     "user" mode only: the sandbox uid may create entries there (RLIMIT_FSIZE keeps them empty).
     Entries are matched by owner with lstat and removed without following links.
     """
+    rm = shutil.which("rm") or "/bin/rm"
     for d in sorted({tempfile.gettempdir(), *SHARED_WRITABLE}):
         try:
             entries = list(os.scandir(d))
@@ -456,10 +468,43 @@ def remove_files_of(uid):
                 if e.stat(follow_symlinks=False).st_uid != uid:
                     continue
                 if e.is_dir(follow_symlinks=False):
-                    shutil.rmtree(e.path, ignore_errors=True)
+                    # rm (fts), not shutil.rmtree: a tree thousands of folders deep makes rmtree's
+                    # recursion raise RecursionError in the grader (Python < 3.12).
+                    subprocess.run([rm, "-rf", "--one-file-system", "--", e.path], check=False, timeout=120)
                 else:
                     os.unlink(e.path)
-            except OSError:
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+
+
+def remove_ipc_of(uid):
+    """Remove every SysV shared-memory segment, message queue and semaphore set `uid` owns.
+
+    "user" mode only (bwrap's IPC namespace dies with the sandbox): these outlive every process,
+    and a segment touched then detached holds memory that no rlimit of any process counts.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for kind, idcol in (("shm", "shmid"), ("msg", "msqid"), ("sem", "semid")):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                head, *rows = [line.split() for line in f]
+            col = {name: i for i, name in enumerate(head)}
+            ids, owner, creator = col[idcol], col["uid"], col["cuid"]
+        except (OSError, KeyError, ValueError):
+            continue
+        for row in rows:
+            try:
+                if uid not in (int(row[owner]), int(row[creator])):
+                    continue
+                if kind == "shm":
+                    libc.shmctl(int(row[ids]), 0, None)  # IPC_RMID: gone at the last detach
+                elif kind == "msg":
+                    libc.msgctl(int(row[ids]), 0, None)
+                else:
+                    libc.semctl(int(row[ids]), 0, 0)
+            except (IndexError, ValueError):
                 pass
 
 
@@ -770,7 +815,7 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True)
             cgroup = None
     uid = jail.slot.uid if jail.slot else None
     r, w = os.pipe()
-    info_r = info_w = -1
+    info_r = info_w = seccomp_r = -1
     env = {
         "PATH": "/usr/bin:/bin",
         "LANG": "C.UTF-8",
@@ -790,6 +835,12 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True)
     if sb.mode == "bwrap":
         info_r, info_w = os.pipe()
         cmd = [shutil.which("bwrap"), *_ns_flags(), *_fs_flags(jail), "--info-fd", str(info_w)]
+        code = _seccomp_program()
+        if code:  # bwrap installs it right before it runs the command
+            seccomp_r, seccomp_w = os.pipe()
+            os.write(seccomp_w, code)  # a few hundred bytes: fits in the pipe's buffer
+            os.close(seccomp_w)
+            cmd += ["--seccomp", str(seccomp_r)]
         env_flags = []
         for k, v in dict(env, HOME="/tmp", TMPDIR="/tmp").items():
             env_flags += ["--setenv", k, v]
@@ -806,7 +857,7 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True)
             ]
         cmd += [python, "-I", "-S", "-B", *worker]
         pre = _preexec(memory, int(timeout) + 1, cgroup, None, _nproc(uid))
-        pass_fds, cwd, popen_env = (w, info_w), "/", {}
+        pass_fds, cwd, popen_env = (w, info_w) + ((seccomp_r,) if seccomp_r >= 0 else ()), "/", {}
     else:
         cmd = [python, "-I", "-S", "-B", *worker]
         home = jail.inputs
@@ -834,15 +885,16 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True)
             preexec_fn=pre,
         )
     except BaseException:
-        for fd in (r, w, info_r, info_w):
+        for fd in (r, w, info_r, info_w, seccomp_r):
             if fd >= 0:
                 os.close(fd)
         if cgroup:
             cgroup.remove()
         raise
     os.close(w)
-    if info_w >= 0:
-        os.close(info_w)
+    for fd in (info_w, seccomp_r):
+        if fd >= 0:
+            os.close(fd)
     try:
         bufs, timed_out = _pump(proc, r, info_r, t0 + timeout)
         ns_init = _child_pid(bufs.get(info_r, b""))
@@ -876,6 +928,7 @@ def run(jail, request, arrays, timeout=10.0, memory_mb=2048, *, use_cgroup=True)
             kill_uid(uid, give_up)
             if sb.mode == "user":
                 remove_files_of(uid)
+                remove_ipc_of(uid)
         run = ChildRun(seconds=time.monotonic() - t0)
         run.frames, bad = _parse(bytes(bufs[r]))
         for attr, fd in (("stdout", proc.stdout.fileno()), ("stderr", proc.stderr.fileno())):
@@ -955,10 +1008,23 @@ _CONTROL = re.compile(
 )
 
 
+# Unicode categories that are invisible or move text around: format characters (bidirectional
+# overrides and isolates, zero-width spaces and joiners, BOM), line and paragraph separators
+# (U+2028/9, a line break to some readers and not to others), lone surrogates (which no report
+# file can encode), private-use and unassigned code points.
+_HIDDEN = frozenset(("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"))
+
+
 def clean(text):
-    """`text` without escape sequences and control characters (tabs and newlines kept)."""
-    text = text.replace("\r\n", "\n")
-    return _CONTROL.sub("", text).replace("\u202e", "").replace("\u2066", "").replace("\u2067", "")
+    """`text` without escape sequences, control characters and invisible or bidirectional Unicode
+    (tabs and newlines kept)."""
+    text = _CONTROL.sub("", text.replace("\r\n", "\n"))
+    return "".join(c for c in text if c < "\x80" or unicodedata.category(c) not in _HIDDEN)
+
+
+def one_line(text, limit=200):
+    """`text` cleaned, on one line, at most `limit` characters: for names the child may choose."""
+    return " ".join(clean(str(text)).split())[:limit]
 
 
 def _npy(blob):
@@ -1013,9 +1079,10 @@ def _header(raw):
         raise ValueError("array names are not distinct short strings")
     if not all(type(s) is int and 0 <= s <= ARRAY_LIMIT + 1000 for s in sizes):
         raise ValueError("an array size is negative, not an integer, or too large")
-    if "error" in header:
-        header["error"] = clean(header["error"][:4000])
-    return header
+    checked = {"stage": stage, "case": case, "arrays": names, "sizes": sizes}  # nothing else is kept
+    if "error" in header:  # (a "bad" list of its own, say, would be read as the grader's)
+        checked["error"] = clean(header["error"][:4000])
+    return checked
 
 
 def _parse(buf):

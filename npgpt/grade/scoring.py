@@ -51,6 +51,8 @@ class Frames:
                 ] else f"{stage}: {header['error']}"
             if header.get("bad"):
                 return None, "; ".join(header["bad"])
+            if not arrays:  # the worker always sends some: a forged frame
+                return None, f"{stage}: the submission sent a result without arrays"
             return arrays, None
         if self.fate:
             return None, self.fate
@@ -84,14 +86,14 @@ def evaluate(spec, form, params, cases, frames, rubric):
     fwd, fwd_err = frames.get("main", "forward")
     bwd, bwd_err = frames.get("main", "backward")
     out_name = "loss" if ce else "out"
-    c = compare(out_name, fwd and fwd["out"], main.expected["out"], tol64) if fwd else None
+    c = compare(out_name, fwd.get("out"), main.expected["out"], tol64) if fwd else None
     forward_ok = bool(c and c.ok)
     add(
         "forward",
         f"{cls}.forward: {out_name}",
         forward_ok,
         c.text if c else fwd_err,
-        diagnose.explain(spec.key, out_name, fwd["out"], main, params) if c and not c.ok else (),
+        diagnose.explain(spec.key, "out", fwd.get("out"), main, params) if c and not c.ok else (),
     )
     note = (
         []
@@ -118,8 +120,11 @@ def evaluate(spec, form, params, cases, frames, rubric):
             diags,
             share=max(1, len(names)) if kind == "param_grads" else 1,
         )
-    _repeat(spec, form, names, bwd, bwd_err, frames, rubric, add)
-    _numeric(cls, main, bwd, bwd_err, frames, rubric, add, dx_name)
+    # the two checks below compare the submission with itself; they earn points only for a
+    # forward that attempts the component (an identity layer is consistent with itself too)
+    attempt = _attempt(fwd, main.expected["out"], rubric)
+    _repeat(spec, form, names, bwd, bwd_err, frames, rubric, add, attempt)
+    _numeric(cls, main, bwd, bwd_err, frames, rubric, add, dx_name, attempt)
     _float32(cls, f32, frames, tol32, ce, names, add)
     backward_ok = all(t.passed for t in tests if t.kind in ("dx", "param_grads"))
     _edges(
@@ -137,7 +142,23 @@ def evaluate(spec, form, params, cases, frames, rubric):
     return tests
 
 
-def _repeat(spec, form, names, bwd, bwd_err, frames, rubric, add):
+def _attempt(fwd, expected, rubric):
+    """None when the forward's output is near enough the right one to earn self-consistency
+    points (norm-wise relative error within the rubric's `attempt` threshold), else the reason."""
+    out = None if fwd is None else fwd.get("out")
+    tol = rubric.threshold("attempt")
+    if out is None or np.shape(out) != np.shape(expected) or not np.all(np.isfinite(out)):
+        return "not scored: your forward gave no usable output, and this check compares your code with itself"
+    err = rel_error(out, expected, normwise=True)
+    if err <= tol:
+        return None
+    return (
+        f"not scored: your forward is far from the right output (norm-wise relative error {err:.2g}, "
+        f"over {tol:g}), and this check compares your code with itself: an identity layer would pass it"
+    )
+
+
+def _repeat(spec, form, names, bwd, bwd_err, frames, rubric, add, attempt):
     again, again_err = frames.get("main", "again")
     accumulate = form == "class" and names
     name = f"{spec.cls}.backward: " + (
@@ -146,11 +167,15 @@ def _repeat(spec, form, names, bwd, bwd_err, frames, rubric, add):
     if bwd is None or again is None:
         return add("accumulate", name, False, bwd_err or again_err)
     tol = rubric.threshold("repeat")
+    if any(not np.all(np.isfinite(a)) for arrays in (bwd, again) for a in arrays.values()):
+        return add("accumulate", name, False, "a gradient is not finite (NaN or inf): nothing to repeat")
+    if attempt is not None:
+        return add("accumulate", name, False, attempt)
     if not accumulate:
         bad = [
             k
             for k in bwd
-            if k in again and (bwd[k].shape != again[k].shape or rel_error(bwd[k], again[k]) > tol)
+            if k in again and (bwd[k].shape != again[k].shape or not rel_error(bwd[k], again[k]) <= tol)
         ]
         return add(
             "accumulate",
@@ -168,17 +193,19 @@ def _repeat(spec, form, names, bwd, bwd_err, frames, rubric, add):
             lines.append(f"{n}.grad: missing or changed shape")
         elif not np.any(g1):
             lines.append(f"{n}.grad is all zeros after one backward, so accumulation cannot be seen")
-        elif rel_error(g2, 2 * g1) > tol:
+        elif not rel_error(g2, 2 * g1) <= tol:  # NaN (an overflow of 2 * g1) is a failure too
             hint = " (it was overwritten: use p.grad += ..., not =)" if rel_error(g2, g1) <= tol else ""
             lines.append(f"{n}.grad after two backward calls is not twice the first{hint}")
     return add("accumulate", name, not lines, "\n".join(lines))
 
 
-def _numeric(cls, main, bwd, bwd_err, frames, rubric, add, dx_name):
+def _numeric(cls, main, bwd, bwd_err, frames, rubric, add, dx_name, attempt):
     name = f"{cls}.backward: vs finite differences of your forward"
     fd, fd_err = frames.get("main", "fd")
     if bwd is None or fd is None:
         return add("numeric", name, False, bwd_err or fd_err)
+    if attempt is not None:
+        return add("numeric", name, False, attempt)
     tol, lines, ok = rubric.threshold("finite_differences"), [], True
     for key, u in main.directions.items():
         label = dx_name if key == "dx" else key[5:] + ".grad"
@@ -211,7 +238,7 @@ def _float32(cls, case, frames, tol, ce, names, add):
     else:
         c = compare(
             "loss" if ce else "out",
-            fwd["out"],
+            fwd.get("out"),
             case.expected["out"],
             tol,
             normwise=True,

@@ -17,7 +17,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from .._checks import cache_of, float_input, grad_output
+from .._checks import cache_of, float_input, grad_output, size
 from ..module import Module
 from .dropout import Dropout
 from .linear import Linear
@@ -49,6 +49,9 @@ class MultiHeadAttention(Module):
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False, rng=None):
         super().__init__()
+        d_in, d_out = size("MultiHeadAttention", "d_in", d_in), size("MultiHeadAttention", "d_out", d_out)
+        context_length = size("MultiHeadAttention", "context_length", context_length, low=1)
+        num_heads = size("MultiHeadAttention", "num_heads", num_heads, low=1)
         if num_heads < 1 or d_out % num_heads != 0:
             raise ValueError(
                 f"MultiHeadAttention: d_out ({d_out}) must be divisible by num_heads ({num_heads})"

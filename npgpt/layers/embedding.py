@@ -6,7 +6,7 @@ appears several times collects the gradient of every position it appears at.
 
 import numpy as np
 
-from .._checks import cache_of, grad_output, index_input
+from .._checks import cache_of, grad_output, index_input, size
 from ..module import Module, Parameter
 
 
@@ -16,6 +16,8 @@ class Embedding(Module):
     def __init__(self, num_embeddings, embedding_dim, rng=None):
         super().__init__()
         rng = np.random.default_rng(rng)
+        num_embeddings = size("Embedding", "num_embeddings", num_embeddings)
+        embedding_dim = size("Embedding", "embedding_dim", embedding_dim)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.weight = Parameter(rng.standard_normal((num_embeddings, embedding_dim)))
         self.cache = None

@@ -11,7 +11,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from .._checks import cache_of, float_input, grad_output
+from .._checks import cache_of, float_input, grad_output, size
 from ..module import Module, Parameter
 
 # what backward reads: the normalized rows xhat (..., C), rstd = 1/sqrt(var + eps) (..., 1) and
@@ -24,6 +24,7 @@ class LayerNorm(Module):
 
     def __init__(self, emb_dim, eps=1e-5, unbiased=False):
         super().__init__()
+        emb_dim = size("LayerNorm", "emb_dim", emb_dim)
         if unbiased and emb_dim < 2:
             raise ValueError(f"LayerNorm: unbiased=True needs emb_dim >= 2, got {emb_dim}")
         if not eps > 0:

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from .._checks import cache_of, float_input, grad_output
+from .._checks import cache_of, float_input, grad_output, size
 from ..module import Module, Parameter
 
 
@@ -18,6 +18,10 @@ class Linear(Module):
     def __init__(self, in_features, out_features, bias=True, rng=None):
         super().__init__()
         rng = np.random.default_rng(rng)
+        in_features, out_features = (
+            size("Linear", "in_features", in_features),
+            size("Linear", "out_features", out_features),
+        )
         self.in_features, self.out_features = in_features, out_features
         bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
         self.weight = Parameter(rng.uniform(-bound, bound, (out_features, in_features)))
@@ -27,9 +31,11 @@ class Linear(Module):
     def forward(self, x):
         """x: (..., in) -> out: (..., out)."""
         x = float_input("Linear.forward", "x", x, self.dtype, last_dim=self.in_features)
-        out = x @ self.weight.data.T  # (..., out)   eq. 1
+        N = math.prod(x.shape[:-1])  # all leading positions, as rows of one matrix
+        out = x.reshape(N, self.in_features) @ self.weight.data.T  # (N, out)   eq. 1
         if self.bias is not None:
             out += self.bias.data
+        out = out.reshape(x.shape[:-1] + (self.out_features,))  # (..., out)
         # kept for backward: a copy of the input, so a caller changing x later cannot change dW
         self.cache = x.copy()  # (..., in)
         return out
@@ -45,7 +51,7 @@ class Linear(Module):
         self.weight.grad += dout2.T @ x2  # (out, in)   eq. 2: summed over batch and time
         if self.bias is not None:
             self.bias.grad += dout2.sum(0)  # (out,)   eq. 3
-        dx = dout @ self.weight.data  # (..., in)   eq. 4
+        dx = (dout2 @ self.weight.data).reshape(x.shape)  # (..., in)   eq. 4
         return dx
 
     def __repr__(self):

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 
 import numpy as np
 import pytest
@@ -288,7 +289,7 @@ def test_the_attack_costs_only_its_own_component(run, name):
 
 
 def no_credit(c):
-    """The zeros GELU got nothing for its output or gradient (only "repeatable" may pass)."""
+    """The zeros GELU got nothing for its output or gradient."""
     return all(t["score"] == 0 for t in c["tests"] if t["name"] in ("GELU.forward: out", "GELU.backward: dx"))
 
 
@@ -326,9 +327,11 @@ def test_the_parent_memory_cannot_be_written_nor_traced(run):
 def test_a_daemon_cannot_rewrite_the_results_after_the_grade(run):
     r = run["results"]["daemon_mmap"]
     c, got = gelu(run, "daemon_mmap")
-    assert no_credit(c) and r["score"] == 10.5, r["score"]
+    # 10 for the honest LayerNorm; the zeros GELU earns nothing, not even "repeatable" (its
+    # forward is no attempt at GELU)
+    assert no_credit(c) and r["score"] == 10.0, r["score"]
     row = next(g for g in run["grades"] if g["submission"] == "daemon_mmap")
-    assert float(row["score"]) == 10.5, row
+    assert float(row["score"]) == 10.0, row
     assert not run["daemons"], f"daemons still alive: {run['daemons']}"
 
 
@@ -423,6 +426,85 @@ def test_escape_sequences_never_reach_a_report(run):
     for text in (json.dumps(run["results"]["escapes"]), run["texts"]["escapes"]):
         for ch in ("\\u001b", "\x1b", "\\r", "\r", "\\u0007", "\x07", "\\b", "\x08"):
             assert ch not in text, f"{ch!r} reached a report"
+
+
+def _invisible(text):
+    """The characters of `text` that are invisible or reorder what a reader sees."""
+    return sorted({f"U+{ord(c):04X}" for c in text if unicodedata.category(c) in ("Cf", "Cs", "Zl", "Zp")})
+
+
+def test_a_message_cannot_draw_a_fake_report(run):
+    c, got = gelu(run, "fake_report")
+    assert got == 0 and "ATTACK" in c["problem"], f"{run['mode']}: {got} {c['problem'][:300]}"
+    text = run["texts"]["fake_report"]
+    lines = text.splitlines()
+    assert lines, f"{run['mode']}: no text report was written: {run['proc'].stderr[-500:]}"
+    assert [ln for ln in lines if ln.startswith("total:")] == [lines[-1]], f"a fake total line:\n{text}"
+    assert sum(ln.startswith("== GELU") for ln in lines) == 1, f"a fake component line:\n{text}"
+    assert "total: 10/20" in lines[-1], lines[-1]
+    for where, t in (
+        ("report", text),
+        ("results", json.dumps(run["results"]["fake_report"], ensure_ascii=False)),
+    ):
+        assert not _invisible(t), f"{run['mode']}: {where} holds {_invisible(t)}"
+    row = next(g for g in run["grades"] if g["submission"] == "fake_report")
+    assert float(row["score"]) == 10.0, row
+
+
+def test_nan_gradients_earn_nothing(run):
+    c, got = gelu(run, "nan_gradients")
+    assert got == 0, f"{run['mode']}: {[(t['name'], t['score']) for t in c['tests'] if t['score']]}"
+    rep = next(t for t in c["tests"] if "repeatable" in t["name"])
+    assert "not finite" in rep["output"], rep["output"]
+
+
+def test_a_deep_tree_left_in_tmp_is_removed(run):
+    c, _ = gelu(run, "deep_tmp")
+    assert "ATTACK made a tree" in c["stdout"] or "refused" in c["stdout"], c["stdout"][-400:]
+    assert "grader failed" not in json.dumps(run["results"]["deep_tmp"])
+    left = [f for f in os.listdir("/tmp") if f.startswith("npgpt-hostile-deep-")]
+    assert not left, f"{run['mode']}: left in /tmp: {left}"
+
+
+def _ipc_owned_by(uids):
+    """The SysV IPC objects (shm, msg, sem) whose owner or creator is one of `uids`."""
+    found = []
+    for kind in ("shm", "msg", "sem"):
+        with open(f"/proc/sysvipc/{kind}") as f:
+            head, *rows = [line.split() for line in f]
+        col = {n: i for i, n in enumerate(head)}
+        found += [(kind, row[1]) for row in rows if {int(row[col["uid"]]), int(row[col["cuid"]])} & uids]
+    return found
+
+
+def test_shared_memory_does_not_outlive_the_sandbox(run):
+    c, _ = gelu(run, "sysv_ipc")
+    assert "ATTACK shm segments [" in c["stdout"], c["stdout"][-400:] + c["problem"]
+    uids = set(range(sandbox.UID_BASE, sandbox.UID_BASE + sandbox.UID_SLOTS))
+    if run["user"]:
+        uids.add(pwd.getpwnam(run["user"]).pw_uid)
+    left = _ipc_owned_by(uids)
+    assert not left, f"{run['mode']}: SysV IPC objects outlived the sandbox: {left} ({c['stdout'][-200:]})"
+
+
+def test_forged_frames_earn_at_most_the_self_consistency_points(run):
+    c, got = gelu(run, "forged_frames")
+    assert "ATTACK forged every frame" in c["stdout"], c["stdout"][-300:] + c["problem"]
+    earned = {t["name"] for t in c["tests"] if t["score"]}
+    own = {
+        "GELU.backward: repeatable (backward twice)",
+        "GELU.backward: vs finite differences of your forward",
+    }
+    assert earned <= own and got <= 2.0, f"{run['mode']}: the forger earned {earned} ({got})"
+    assert "sent a result without arrays" in json.dumps(c), [t["output"] for t in c["tests"]]
+
+
+def test_kernel_keyrings_are_closed(run):
+    c, _ = gelu(run, "keyrings")
+    out = c["stdout"]
+    assert "ATTACK the user keyring refused: errno 13" in out, f"{run['mode']}: {out[-500:]}{c['problem']}"
+    assert "ATTACK the session keyring refused: errno 13" in out, f"{run['mode']}: {out[-500:]}"
+    assert "found a note" not in out and "stored a note" not in out, out[-500:]
 
 
 def test_no_process_of_a_sandbox_is_left(run):

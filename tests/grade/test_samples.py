@@ -134,6 +134,13 @@ MISTAKES = [
         "CrossEntropyLoss.backward: dlogits",
         "not divided by N = 6",
     ),
+    (
+        "ce_loss_summed.py",
+        "crossentropy",
+        None,
+        "CrossEntropyLoss.forward: loss",
+        "the sum over the 6 targets",
+    ),
 ]
 
 
@@ -186,3 +193,15 @@ def test_attention_function_form_without_mistake_scores_full(tmp_path):
     shutil.copy(os.path.join(HERE, "attention_functions.py"), tmp_path / "attn.py")
     r = grade(str(tmp_path / "attn.py"), only=["attention"], seed=3)
     assert failed(r) == [] and r.score == 10.0
+
+
+def test_layers_that_do_no_math_score_nothing():
+    """Pass-through layers are consistent with themselves; the self-comparison tests (accumulation,
+    repeatable, finite differences of your own forward) pay only a forward near the right one."""
+    r = run("identity_layers.py", ["layernorm", "gelu", "linear", "crossentropy"])
+    paid = {t.name: t.score for t in r.tests if t.score}
+    assert paid == {}, f"a submission without math earned points: {paid}"
+    selfchecks = [t for t in r.tests if t.kind in ("accumulate", "numeric")]
+    assert len(selfchecks) == 8, [t.name for t in selfchecks]
+    for t in selfchecks:
+        assert "not scored" in t.output, f"{t.name}: {t.output!r} does not say why it was not scored"

@@ -263,16 +263,20 @@ def test_user_mode_refuses_sockets_ptrace_and_io_uring():
 
     from npgpt.grade import sandbox
 
-    tables = {"x86_64": (0xC000003E, 41, 101, 425), "aarch64": (0xC00000B7, 198, 117, 425)}
+    # socket, ptrace, io_uring_setup, add_key, request_key, keyctl (the kernel's unistd tables)
+    tables = {
+        "x86_64": (0xC000003E, 41, 101, 425, 248, 249, 250),
+        "aarch64": (0xC00000B7, 198, 117, 425, 217, 218, 219),
+    }
     machine = os.uname().machine
     if machine not in tables:
         pytest.skip(f"no seccomp program for {machine}")
     code = sandbox._seccomp_program()
     prog = [struct.unpack("HBBI", code[i : i + 8]) for i in range(0, len(code), 8)]
-    arch, nr_socket, nr_ptrace, nr_uring = tables[machine]
+    arch, *denied = tables[machine]
     assert prog[1] == (0x15, 1, 0, arch), prog[1]
-    assert [ins[3] for ins in prog[4:7]] == [nr_socket, nr_ptrace, nr_uring], prog[4:7]
-    for i in (4, 5, 6):  # each match jumps to the last instruction: fail with EACCES (13)
+    assert [ins[3] for ins in prog[4:10]] == denied, prog[4:10]
+    for i in range(4, 10):  # each match jumps to the last instruction: fail with EACCES (13)
         assert i + 1 + prog[i][1] == len(prog) - 1, prog[i]
     assert prog[-1] == (0x06, 0, 0, 0x00050000 | 13) and prog[-2] == (0x06, 0, 0, 0x7FFF0000)
     probe = (
@@ -281,6 +285,8 @@ def test_user_mode_refuses_sockets_ptrace_and_io_uring():
         "assert sandbox._install_seccomp(sandbox._seccomp_program())\n"
         "try:\n    socket.socket()\n    print('socket worked')\nexcept OSError as e:\n    print('socket', e.errno)\n"
         "r, w = os.pipe(); os.write(w, b'x'); print('pipe', os.read(r, 1))\n"
+        "import ctypes; libc = ctypes.CDLL(None, use_errno=True)\n"
+        f"print('add_key', libc.syscall({denied[3]}, b'user', b'k', b'v', 1, -4), ctypes.get_errno())\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
-    assert out.stdout.split("\n")[:2] == ["socket 13", "pipe b'x'"], out.stdout + out.stderr
+    assert out.stdout.split("\n")[:3] == ["socket 13", "pipe b'x'", "add_key -1 13"], out.stdout + out.stderr

@@ -123,3 +123,34 @@ def test_dscores_rows_sum_to_zero(T, seed, scale):
     for j in range(T):
         want = sum(d[i] * a[i] * ((i == j) - a[j]) for i in range(T))
         assert abs(dscores[0, 0, T - 1, j] - want) <= 1e-12 * (1 + abs(want)), f"dscores[..., {j}]"
+
+
+@pytest.mark.parametrize("path", ["reference", "fast"])
+@pytest.mark.parametrize("chunks", [(1, 1, 1, 1, 1), (2, 3), (5,)])
+def test_decoding_with_key_values_equals_the_full_forward(chunks, path):
+    """forward(x, kv) over chunks of positions gives the rows of one forward over all of them
+    (causality: row t depends on positions <= t only), leaves no cache to differentiate, and
+    refuses to go past context_length."""
+    from npgpt.fast import accelerate
+    from npgpt.layers.attention import KeyValues
+
+    rng = np.random.default_rng(4)
+    mha = MultiHeadAttention(6, 6, 5, 0.0, 2, qkv_bias=True, rng=rng)
+    if path == "fast":
+        accelerate(mha)
+    x = rng.standard_normal((2, 5, 6))
+    full = mha.forward(x)
+    kv, rows, at = KeyValues(), [], 0
+    for n in chunks:
+        rows.append(mha.forward(x[:, at : at + n], kv=kv))
+        at += n
+        assert len(kv) == at, f"KeyValues holds {len(kv)} positions after {at}"
+    assert_close(
+        f"decoded in chunks {chunks} ({path})", np.concatenate(rows, axis=1), full, rtol=1e-12, atol=1e-13
+    )
+    with pytest.raises(RuntimeError, match="backward called before forward"):
+        mha.backward(np.ones((2, chunks[-1], 6)))
+    with pytest.raises(
+        ValueError, match=r"T = 1 tokens \(shape \(2, 1, 6\)\) after 5 cached, more than context_length = 5"
+    ):
+        mha.forward(x[:, :1], kv=kv)
