@@ -1,8 +1,9 @@
 """mkdocs hook: serve KaTeX from the site itself, so formulas render with no network.
 
-KaTeX comes from its npm package (package.json pins the version; `npm ci` installs it into
-node_modules/). At build time this hook adds katex.min.js, katex.min.css and the fonts that
-CSS names to the site under assets/katex/, and puts them in front of the page's own scripts;
+KaTeX comes from its npm package (scripts/katex/package.json pins the version; `npm ci --prefix
+scripts/katex` installs it into scripts/katex/node_modules/). At build time this hook adds
+katex.min.js, katex.min.css and the fonts that CSS names to the site under assets/katex/, and
+puts them in front of the page's own scripts;
 docs/javascripts/katex.js then typesets what pymdownx.arithmatex left in the page.
 `NPGPT_KATEX_DIST` may name another copy of KaTeX's dist/ folder.
 """
@@ -18,10 +19,12 @@ PREFIX = "assets/katex"
 
 
 def _dist():
-    dist = pathlib.Path(os.environ.get("NPGPT_KATEX_DIST") or ROOT / "node_modules" / "katex" / "dist")
+    dist = pathlib.Path(
+        os.environ.get("NPGPT_KATEX_DIST") or ROOT / "scripts" / "katex" / "node_modules" / "katex" / "dist"
+    )
     if not (dist / "katex.min.js").is_file():
         raise PluginError(
-            f"KaTeX not found in {dist}: run `npm ci` in {ROOT} (package.json pins it), "
+            f"KaTeX not found in {dist}: run `npm ci --prefix scripts/katex` in {ROOT} (its package.json pins it), "
             "or set NPGPT_KATEX_DIST to KaTeX's dist/ folder"
         )
     return dist

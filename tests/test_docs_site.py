@@ -28,7 +28,9 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-KATEX = pathlib.Path(os.environ.get("NPGPT_KATEX_DIST") or ROOT / "node_modules" / "katex" / "dist")
+KATEX = pathlib.Path(
+    os.environ.get("NPGPT_KATEX_DIST") or ROOT / "scripts" / "katex" / "node_modules" / "katex" / "dist"
+)
 # the browser's own background services (updates, accounts) are switched off where a flag can
 CHROMIUM_FLAGS = [
     "--headless",
@@ -72,7 +74,7 @@ def site():
         import mkdocs  # noqa: F401
     except ImportError:
         _require("mkdocs", False, 'pip install ".[docs]"')
-    _require("KaTeX", (KATEX / "katex.min.js").is_file(), "npm ci (package.json)")
+    _require("KaTeX", (KATEX / "katex.min.js").is_file(), "npm ci --prefix scripts/katex")
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="npgpt-site-"))
     out = tmp / "site"
     build = subprocess.run(
