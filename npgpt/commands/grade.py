@@ -111,6 +111,7 @@ def _fail(msg):
 
 def run(args):
     from ..grade import sandbox
+    from ..grade.frames import one_line
     from ..grade.rubric import Rubric
 
     try:
@@ -210,7 +211,7 @@ def run(args):
     if not results or fmt == "text":
         sys.stdout.write(text)
     else:
-        print(f"{sandbox.one_line(result.submission)}: {result.score:g}/{result.max_score:g} -> {results}")
+        print(f"{one_line(result.submission)}: {result.score:g}/{result.max_score:g} -> {results}")
     return 0
 
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from .sandbox import one_line
+from .frames import one_line
 
 NPGPT_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BOOT = "import sys; sys.path.insert(0, sys.argv.pop(1)); from npgpt.cli import main; sys.exit(main())"

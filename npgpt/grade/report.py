@@ -9,8 +9,8 @@ after_published, visible).
 import json
 
 from ..commands.docs import component_name
+from .frames import one_line
 from .rubric import Rubric
-from .sandbox import one_line
 
 STUDENT_OUTPUT = 2000  # characters of a component's captured stdout/stderr shown per component
 

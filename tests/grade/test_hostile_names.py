@@ -15,7 +15,7 @@ import subprocess
 import sys
 import unicodedata
 
-from npgpt.grade import sandbox
+from npgpt.grade import frames, sandbox
 from npgpt.grade.batch import _cell
 
 HOSTILE = os.path.join(os.path.dirname(__file__), "hostile")
@@ -81,4 +81,4 @@ def test_a_cell_is_text_on_one_line():
 
 def test_clean_strips_invisible_and_bidirectional_unicode():
     text = "a\u202db\u202bc\u2066d\u2069e\u200bf\u200fg\ufeffh\u2028i\u2029j\ud800k\x1b[2Jl\tm\nn"
-    assert sandbox.clean(text) == "abcdefghijkl\tm\nn", repr(sandbox.clean(text))
+    assert frames.clean(text) == "abcdefghijkl\tm\nn", repr(frames.clean(text))

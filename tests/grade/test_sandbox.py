@@ -108,7 +108,7 @@ def test_grading_does_not_depend_on_the_submission_printing_nothing(tmp_path):
 
 
 def test_result_frames_are_parsed_without_pickle():
-    from npgpt.grade.sandbox import _parse
+    from npgpt.grade.frames import parse as _parse
 
     assert _parse(b"\x00\x00\x00\x05{bad}") == ([], "bad frame header: header is not JSON (JSONDecodeError)")
     import io
@@ -149,7 +149,7 @@ def _npy_header(descr, shape, data=b""):
 
 
 def test_a_well_formed_frame_round_trips():
-    from npgpt.grade.sandbox import _parse
+    from npgpt.grade.frames import parse as _parse
 
     a = np.arange(6.0).reshape(2, 3)
     blob = _npy(a)
@@ -163,7 +163,8 @@ def test_a_well_formed_frame_round_trips():
 def test_malformed_frames_stop_the_parse_with_a_reason():
     import struct
 
-    from npgpt.grade.sandbox import HEADER_LIMIT, _parse
+    from npgpt.grade.frames import HEADER_LIMIT
+    from npgpt.grade.frames import parse as _parse
 
     ok = _frame({"case": "main", "stage": "forward", "arrays": [], "sizes": []})
     cases = {
@@ -186,7 +187,7 @@ def test_malformed_frames_stop_the_parse_with_a_reason():
 
 
 def test_array_headers_are_checked_before_allocating():
-    from npgpt.grade.sandbox import _parse
+    from npgpt.grade.frames import parse as _parse
 
     cases = {
         "4 EiB declared": (_npy_header("<f8", "(576460752303423488,)", b"\0" * 8), "larger than"),
@@ -208,7 +209,8 @@ def test_array_headers_are_checked_before_allocating():
 
 
 def test_too_many_frames_are_refused():
-    from npgpt.grade.sandbox import MAX_FRAMES, _parse
+    from npgpt.grade.frames import MAX_FRAMES
+    from npgpt.grade.frames import parse as _parse
 
     one = _frame({"case": "main", "stage": "forward"})
     frames, problem = _parse(one * (MAX_FRAMES + 5))
@@ -216,7 +218,7 @@ def test_too_many_frames_are_refused():
 
 
 def test_control_characters_and_escape_sequences_are_stripped():
-    from npgpt.grade.sandbox import clean
+    from npgpt.grade.frames import clean
 
     raw = "a\x1b[2J\x1b[H\x1b]0;title\x07b\rc\x08d\x1b[31me\x00f\u202eg\tx\ny"
     assert clean(raw) == "abcdefg\tx\ny", repr(clean(raw))
